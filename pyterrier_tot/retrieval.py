@@ -237,21 +237,24 @@ class BookIndex:
         if backend == "numpy":
             retr = flex.np_retriever(num_results=num_results)
         elif backend == "faiss":
-            retr = flex.faiss_flat_retriever(num_results=num_results)
+            retr = flex.faiss_flat_retriever(drop_query_vec=True) % num_results
         else:
             raise ValueError(f"backend must be 'numpy' or 'faiss', not {backend!r}")
         name = Path(str(model or DEFAULT_MODEL)).name
-        return SafeRetriever(enc.query_encoder() >> retr, f"Dense({name}, {'+'.join(_fields_tuple(fields))})",
+        retr = _DropQueryVec(enc.query_encoder() >> retr)
+        return SafeRetriever(retr, f"Dense({name}, {'+'.join(_fields_tuple(fields))})",
                              tokenise=False)
 
     def dense_scorer(self, model: Optional[str] = None, fields: FieldsArg = ("title", "text"),
                      max_chars: Optional[int] = None, encoder=None) -> pt.Transformer:
         """Re-scores a result frame by cosine between query and stored book embeddings (no re-encoding)."""
-        from pyterrier_tot.models import load_biencoder
+        from pyterrier_tot.models import DEFAULT_MODEL, load_biencoder
 
         enc = encoder or load_biencoder(model)
         flex = self.flex_index(model, fields, max_chars, encoder=enc)
-        return enc.query_encoder() >> flex.np_scorer()
+        name = Path(str(model or DEFAULT_MODEL)).name
+        return _DenseScorer(enc.query_encoder() >> flex.np_scorer(),
+                            f"DenseScorer({name}, {'+'.join(_fields_tuple(fields))}, max_chars={max_chars})")
 
 
 class SafeRetriever(pt.Transformer):
@@ -290,6 +293,45 @@ class SafeRetriever(pt.Transformer):
 
     def subtransformers(self):
         return {"retriever": self.retriever}
+
+
+class _DropQueryVec(pt.Transformer):
+    def __init__(self, inner: pt.Transformer):
+        self.inner = inner
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        return self.inner(inp).drop(columns=["query_vec"], errors="ignore")
+
+    def __repr__(self):
+        return repr(self.inner)
+
+    def subtransformers(self):
+        return {"inner": self.inner}
+
+
+class _DenseScorer(pt.Transformer):
+    """Query encoder >> stored-vector scorer, tolerant of empty frames (pt.Experiment inspects with one)."""
+
+    def __init__(self, pipeline: pt.Transformer, label: str):
+        self.pipeline = pipeline
+        self.label = label
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        pt.validate.result_frame(inp, extra_columns=["query"])
+        if len(inp) == 0:
+            out = inp.copy()
+            out["score"] = pd.Series(dtype=float)
+            out["rank"] = pd.Series(dtype=int)
+            return out
+        check_queries(inp.drop_duplicates("qid"), repr(self))
+        out = self.pipeline(inp)
+        return out.drop(columns=["query_vec"], errors="ignore")
+
+    def __repr__(self):
+        return self.label
+
+    def subtransformers(self):
+        return {"pipeline": self.pipeline}
 
 
 class _TextLoader(pt.Transformer):

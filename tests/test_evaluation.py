@@ -1,0 +1,37 @@
+import pandas as pd
+import pytest
+
+import pyterrier_tot as ptt
+
+
+def test_run_file_format(tmp_path):
+    res = pd.DataFrame({"qid": ["2", "1", "1", "1"], "docno": ["x", "a", "b", "c"],
+                        "score": [0.5, 1.0, 3.0, 2.0], "rank": [0, 2, 0, 1]})
+    path = ptt.write_trec_run(res, tmp_path / "sub" / "my.run", run_name="myrun")
+    lines = [l.split() for l in path.read_text().splitlines()]
+    assert lines == [["1", "Q0", "b", "1", "3.000000", "myrun"], ["1", "Q0", "c", "2", "2.000000", "myrun"],
+                     ["1", "Q0", "a", "3", "1.000000", "myrun"], ["2", "Q0", "x", "1", "0.500000", "myrun"]]
+    back = ptt.read_trec_run(path)
+    assert back["rank"].tolist() == [1, 2, 3, 1] and back["qid"].tolist() == ["1", "1", "1", "2"]
+    short = ptt.write_trec_run(res, tmp_path / "d.run", depth=1)
+    assert len(short.read_text().splitlines()) == 2
+
+
+def test_run_file_bad_input(tmp_path):
+    ok = pd.DataFrame({"qid": ["1"], "docno": ["a"], "score": [1.0]})
+    with pytest.raises(KeyError, match="score"):
+        ptt.write_trec_run(ok.drop(columns=["score"]), tmp_path / "r")
+    with pytest.raises(ValueError, match="empty"):
+        ptt.write_trec_run(ok.head(0), tmp_path / "r")
+    with pytest.raises(ValueError, match="run_name"):
+        ptt.write_trec_run(ok, tmp_path / "r", run_name="two words")
+    with pytest.raises(ValueError, match="docno"):
+        ptt.write_trec_run(ok.assign(docno=["a b"]), tmp_path / "r")
+    with pytest.raises(ValueError, match="twice"):
+        ptt.write_trec_run(pd.concat([ok, ok]), tmp_path / "r")
+
+
+def test_measures():
+    names = [str(m) for m in ptt.TOT_MEASURES]
+    for m in ["R@1", "R@5", "R@10", "R@20", "R@100", "RR", "nDCG@10", "Success@10"]:
+        assert m in names
