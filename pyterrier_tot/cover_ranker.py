@@ -115,7 +115,12 @@ class ClipModel:
             raise ModelUnavailableError(
                 f"could not load open_clip {arch!r} with pretrained={pretrained!r}: {e}. Offline, pass a local "
                 f"weights file as `pretrained` or a saved checkpoint directory to ClipModel.load()") from e
-        cfg = open_clip.get_model_config(arch)
+        if arch.startswith("hf-hub:"):
+            cfg = open_clip.factory._get_hf_config(arch[len("hf-hub:"):])["model_cfg"]
+        elif arch.startswith("local-dir:"):
+            cfg = json.loads((Path(arch[len("local-dir:"):]) / "open_clip_config.json").read_text())["model_cfg"]
+        else:
+            cfg = open_clip.get_model_config(arch)
         return cls(model, preprocess, open_clip.get_tokenizer(arch), model_cfg=cfg,
                    preprocess_cfg=dict(model.visual.preprocess_cfg),
                    source={"kind": "pretrained", "arch": arch, "pretrained": str(pretrained) if pretrained else None},
@@ -168,7 +173,8 @@ class ClipModel:
     def resolve(cls, model: Union["ClipModel", str, Path, Tuple[str, str], Dict[str, Any], None],
                 device: Optional[str] = None) -> "ClipModel":
         """Accept a :class:`ClipModel`, a checkpoint directory, ``(arch, pretrained)``, ``"arch/pretrained"``
-        (e.g. ``"ViT-B-32/openai"``) or an open_clip config dict."""
+        (e.g. ``"ViT-B-32/openai"``), an open_clip ``"hf-hub:org/repo"`` / ``"local-dir:path"`` name or an open_clip
+        config dict."""
         if isinstance(model, ClipModel):
             return model
         if model is None:
@@ -179,6 +185,8 @@ class ClipModel:
             return cls.from_pretrained(model[0], model[1], device=device)
         if Path(str(model)).expanduser().is_dir():
             return cls.load(Path(str(model)).expanduser(), device=device)
+        if str(model).startswith(("hf-hub:", "local-dir:")):
+            return cls.from_pretrained(str(model), None, device=device)
         arch, _, tag = str(model).partition("/")
         return cls.from_pretrained(arch, tag or None, device=device)
 

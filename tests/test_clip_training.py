@@ -60,11 +60,18 @@ def test_finetuning_lifts_heldout_top1_well_above_chance(tuned):
     assert hist[-1]["train_loss"] < hist[1]["train_loss"]
 
 
-def test_best_validation_epoch_is_kept_and_saved(tuned):
+def test_best_validation_epoch_is_kept_and_saved(tuned, data):
+    from PIL import Image
+
     trainer = tuned["trainer"]
     best = trainer.best_epoch
     val_top1 = [h["top1"] for h in trainer.history]
     assert best == int(np.argmax(val_top1))  # first epoch reaching the maximum
+    # the returned weights are the best epoch's: re-measuring on the same validation split gives its accuracy
+    _, val = CoverClipTrainer.split(data[0], val_fraction=0.25, seed=0)
+    acc = retrieval_accuracy(tuned["model"], val["clue"].tolist(), [Image.open(p) for p in val["cover"]],
+                             list(range(len(val))))
+    assert acc["top1"] == pytest.approx(max(val_top1))
     ckpt = ClipCheckpoint(tuned["ckpt"])
     meta = ckpt.metadata()
     assert meta["best_epoch"] == best and meta["best_val_top1"] == pytest.approx(max(val_top1))
@@ -119,6 +126,10 @@ def test_unusable_pairs_are_dropped_and_split_is_by_cover(tmp_path, data):
     model = ClipModel.from_config(seed=0)
     with pytest.warns(UserWarning, match="dropped 1 pair\\(s\\) with an N/A clue and 1 with a missing"):
         finetune_clip(model, small, val=small.iloc[2:6], epochs=1, batch_size=4, verbose=False)
+    # training through pooled windows of long clues also runs and keeps the model usable
+    long = small.iloc[2:10].assign(clue_cover=lambda d: d["clue_cover"] + " and more" * 60)
+    finetune_clip(model, long, val=long.iloc[:4], epochs=1, batch_size=4, train_long_clues="chunk", verbose=False)
+    assert np.isfinite(model.encode_texts(long["clue_cover"].tolist())).all()
     with pytest.raises(KeyError, match="clue_cover"):
         finetune_clip(model, pd.DataFrame({"docno": ["a"], "text": ["x"]}), epochs=1, verbose=False)
     with pytest.raises(ValueError, match="batch_size"):
