@@ -1,0 +1,98 @@
+"""The date expert: a symbolic scorer comparing a book's publication year with the clue's latest possible year.
+
+    from pyterrier_tot.date_expert import DateExpert
+    candidates >> DateExpert(index)                 # hard: 1 if year <= clue_year else 0
+    candidates >> DateExpert(index, soft=True)      # soft: exp(-(year - clue_year) / tau) after clue_year
+
+Truth table (``neutral`` defaults to 1.0, i.e. "cannot rule the book out", as the paper gives books without a
+date the earliest date in the collection):
+
+==============================  ========  ===================================
+book year vs ``clue_year``      hard      soft (tau = 5)
+==============================  ========  ===================================
+year <= clue_year               1.0       1.0
+year >  clue_year               0.0       exp(-(year - clue_year) / tau)
+year unknown                    neutral   neutral
+clue_year N/A                   neutral   neutral
+==============================  ========  ===================================
+
+Scorer mode only: the input is a result frame (``qid``, ``docno``, ``clue_year``); book years come from a
+``year`` column of the input when present, else from the ``BookIndex`` corpus. ``clue_year`` may be an int,
+a float, a numeric string or a date string ("around 2005"), parsed with ``pyterrier_tot.books.parse_year``.
+Reddit-TOMT books carry no year, so there every score is neutral.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+import pyterrier as pt
+
+from pyterrier_tot._util import is_missing, require_columns
+from pyterrier_tot.books import parse_year
+from pyterrier_tot.clues import YEAR_COLUMN
+
+#: Score when the book year or the clue year is unknown.
+DATE_NEUTRAL = 1.0
+
+
+def _years(values: pd.Series) -> pd.Series:
+    return values.map(lambda v: np.nan if is_missing(v) else (parse_year(v) or np.nan)).astype(float)
+
+
+class DateExpert(pt.Transformer):
+    """Scores candidates 1 when the book is not newer than the clue's latest possible year (see module docs)."""
+
+    def __init__(self, index=None, soft: bool = False, tau: float = 5.0, neutral: float = DATE_NEUTRAL,
+                 clue: str = YEAR_COLUMN, year_column: str = "year"):
+        if tau <= 0:
+            raise ValueError(f"DateExpert tau must be positive, got {tau}")
+        self.index = index
+        self.soft = soft
+        self.tau = float(tau)
+        self.neutral = float(neutral)
+        self.clue = clue
+        self.year_column = year_column
+        self._book_years = None
+
+    def book_years(self) -> pd.Series:
+        if self._book_years is None:
+            if self.index is None:
+                raise ValueError(f"{self!r}: the input has no {self.year_column!r} column and no BookIndex was given")
+            corpus = self.index.corpus
+            self._book_years = pd.Series(_years(corpus["year"]).to_numpy(), index=corpus["docno"].astype(str).values)
+        return self._book_years
+
+    def score_years(self, book_year: np.ndarray, clue_year: np.ndarray) -> np.ndarray:
+        """Vectorised scores for arrays of book years and clue years (NaN = unknown)."""
+        book_year = np.asarray(book_year, dtype=float)
+        clue_year = np.asarray(clue_year, dtype=float)
+        gap = book_year - clue_year
+        with np.errstate(invalid="ignore", over="ignore"):
+            after = np.exp(-np.clip(gap, 0, None) / self.tau) if self.soft else np.zeros_like(gap)
+            score = np.where(gap <= 0, 1.0, after)
+        return np.where(np.isnan(gap), self.neutral, score)
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        if "docno" not in inp.columns:
+            raise ValueError(f"{self!r} is a scorer: give it a result frame (qid, docno, {self.clue}), e.g. "
+                             "retriever >> DateExpert(index)")
+        pt.validate.result_frame(inp)
+        require_columns(inp, [self.clue], repr(self))
+        out = inp.copy()
+        if len(out) == 0:
+            out["score"] = pd.Series(dtype=float)
+            out["rank"] = pd.Series(dtype=int)
+            return out
+        if self.year_column in out.columns:
+            years = _years(out[self.year_column]).to_numpy()
+        else:
+            years = self.book_years().reindex(out["docno"].astype(str).values).to_numpy()
+        clue_years = _years(out[self.clue]).to_numpy()
+        out["score"] = self.score_years(years, clue_years)
+        return pt.model.add_ranks(out)
+
+    def __repr__(self):
+        kind = f"soft, tau={self.tau:g}" if self.soft else "hard"
+        return f"DateExpert({kind}, neutral={self.neutral:g})"

@@ -1,0 +1,188 @@
+"""Field experts: one retriever per book field, queried with the clue the decomposer extracted for that field.
+
+    from pyterrier_tot.field_expert import FieldExpert, base_expert
+    title = FieldExpert(index, "title")                       # dense MiniLM over book titles, query = clue_title
+    plot = FieldExpert(index, "plot", backend="bm25")         # BM25 (PISA) over book text, query = clue_plot
+    tuned = FieldExpert(index, "title", model="~/.cache/pyterrier_tot/models/expert-title-...")
+    base = base_expert(index, "dense")                        # the whole query over title + text
+
+    clue_frame >> title                     # retriever mode: a query frame in, a ranking out
+    candidates >> title                     # scorer mode: a result frame (has ``docno``) in, its rows re-scored
+
+Mode: like pyterrier-dr's ``BiEncoder``, an input frame with a ``docno`` column is scored (scorer mode), any
+other query frame is searched (retriever mode).
+
+Field mapping (``pyterrier_tot.clues.FIELD_FOR_CLUE``): title → ``title``, author → ``author``,
+genre → ``genres``, plot → ``text``; ``field="query"`` is the base retriever (the full ``query`` over
+``title`` + ``text``). Dates are scored by :class:`~pyterrier_tot.date_expert.DateExpert`, covers by
+:class:`~pyterrier_tot.cover_ranker.CoverRanker`.
+
+N/A clues (None, NaN, blank, "N/A"): in retriever mode the query yields **no rows**; in scorer mode every
+candidate of that query gets the neutral score **0.0**, a constant that leaves the query's ranking to the other
+experts. In a :class:`~pyterrier_tot.weighted_fuser.WeightedFuser` a missing row counts as the fuser's neutral
+value. Books whose field is empty are not in a BM25 field index: they get no row (retriever) or 0.0 (scorer).
+A field that is empty for every book (author / genres on Reddit-TOMT) makes the expert a no-op with a warning.
+
+Scores: ``normalise="minmax"`` (default) rescales each query's scores to [0, 1] over the rows the expert emits
+(so ``+`` of experts is a fair sum); ``normalise=None`` keeps raw BM25 / cosine scores. Retriever and scorer
+modes give the same raw score for the same (query, book); normalised scores agree when both modes see the same
+set of books. BM25 scorer mode retrieves the field's top ``scorer_depth`` books (default 1,000) and left-joins them
+onto the candidates: candidates below that depth score 0.0 (exact when the corpus has at most ``scorer_depth``
+books). Dense scorer mode scores every candidate from the stored vectors (no re-encoding of books).
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Optional, Sequence
+
+import pandas as pd
+import pyterrier as pt
+
+from pyterrier_tot._util import is_missing, require_columns
+from pyterrier_tot.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column
+from pyterrier_tot.normalise import METHODS, normalise_scores
+
+#: Score a scorer-mode expert gives to every candidate of a query whose clue is N/A.
+NEUTRAL_SCORE = 0.0
+BACKENDS = ("dense", "bm25")
+
+
+def _missing_mask(values: pd.Series) -> pd.Series:
+    return values.map(is_missing).astype(bool)
+
+
+class FieldExpert(pt.Transformer):
+    """Scores books on one field with that field's clue as the query (see the module docs).
+
+    :param index: a :class:`~pyterrier_tot.retrieval.BookIndex`
+    :param field: a clue field (``title``, ``author``, ``genre``, ``plot``) or ``"query"`` for the base retriever
+    :param backend: ``"dense"`` (any sentence-transformers model name or directory) or ``"bm25"`` (PISA)
+    :param model: dense model (default all-MiniLM-L6-v2); ignored for BM25
+    :param clue: the input column holding the clue (default ``clue_<field>``, or ``query``)
+    :param book_fields: book field(s) indexed (default ``FIELD_FOR_CLUE[field]``; ``title`` + ``text`` for query)
+    :param num_results: depth of retriever mode
+    :param normalise: ``minmax`` (default), ``zscore``, ``rr`` or ``None``
+    :param scorer_depth: BM25 scorer mode: how deep to retrieve before joining onto the candidates
+    """
+
+    def __init__(self, index, field: str, backend: str = "dense", model: Optional[str] = None,
+                 clue: Optional[str] = None, book_fields: Optional[Sequence[str]] = None, num_results: int = 1000,
+                 normalise: Optional[str] = "minmax", scorer_depth: int = 1000, max_chars: Optional[int] = None,
+                 bm25_kwargs: Optional[dict] = None):
+        if field != "query" and (field not in CLUE_FIELDS or field in ("date", "cover")):
+            raise ValueError(f"FieldExpert field must be 'query' or one of title, author, genre, plot; got {field!r} "
+                             "(dates: DateExpert; covers: CoverRanker)")
+        if backend not in BACKENDS:
+            raise ValueError(f"FieldExpert backend must be one of {BACKENDS}, not {backend!r}")
+        normalise = normalise or "none"
+        if normalise not in METHODS:
+            raise ValueError(f"unknown normalisation {normalise!r}; expected one of {METHODS}")
+        self.index = index
+        self.field = field
+        self.backend = backend
+        self.model = model
+        self.clue = clue or ("query" if field == "query" else clue_column(field))
+        if book_fields is None:
+            book_fields = ("title", "text") if field == "query" else (FIELD_FOR_CLUE[field],)
+        self.book_fields = (book_fields,) if isinstance(book_fields, str) else tuple(book_fields)
+        self.num_results = num_results
+        self.normalise = normalise
+        self.scorer_depth = scorer_depth
+        self.max_chars = max_chars
+        self.bm25_kwargs = dict(bm25_kwargs or {})
+        self._retriever = None
+        self._scorer = None
+        self.empty_field = bool(
+            (index.corpus[list(self.book_fields)].fillna("").astype(str).agg("".join, axis=1).str.strip() == "").all())
+        if self.empty_field:
+            warnings.warn(f"{self!r}: every book has an empty {'+'.join(self.book_fields)}; this expert scores nothing")
+
+    # ------------------------------------------------------------------ plumbing (shared with BookIndex)
+    def retriever(self, num_results: Optional[int] = None) -> pt.Transformer:
+        n = num_results or self.num_results
+        if self.backend == "bm25":
+            return self.index.bm25(fields=self.book_fields, num_results=n, **self.bm25_kwargs)
+        return self.index.dense(self.model, fields=self.book_fields, num_results=n, max_chars=self.max_chars)
+
+    def _get_retriever(self):
+        if self._retriever is None:
+            self._retriever = self.retriever()
+        return self._retriever
+
+    def _get_scorer(self):
+        if self._scorer is None:
+            if self.backend == "bm25":
+                self._scorer = self.retriever(self.scorer_depth)
+            else:
+                self._scorer = self.index.dense_scorer(self.model, fields=self.book_fields, max_chars=self.max_chars)
+        return self._scorer
+
+    def _queries_with_clue(self, queries: pd.DataFrame) -> pd.DataFrame:
+        """Query rows with a usable clue, with ``query`` set to the clue (the user's query kept aside)."""
+        run = queries[~_missing_mask(queries[self.clue])].copy()
+        if self.clue != "query":
+            run["query"] = run[self.clue].astype(str)  # the caller's frame (and its query) is left untouched
+        return run
+
+    def _normalise(self, res: pd.DataFrame) -> pd.Series:
+        return normalise_scores(res, self.normalise)
+
+    # ------------------------------------------------------------------ modes
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        if "docno" in inp.columns:
+            return self._score(inp)
+        return self._retrieve(inp)
+
+    def _retrieve(self, inp: pd.DataFrame) -> pd.DataFrame:
+        pt.validate.query_frame(inp)
+        require_columns(inp, [self.clue], repr(self))
+        out_cols = [*inp.columns, "docno", "score", "rank"]
+        run = self._queries_with_clue(inp.drop_duplicates("qid"))
+        if len(run) == 0 or self.empty_field:
+            return pd.DataFrame(columns=out_cols)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*no results for.*")
+            res = self._get_retriever()(run[["qid", "query"]])
+        res = res[["qid", "docno", "score"]]
+        res = inp.drop_duplicates("qid").merge(res, on="qid")
+        res["score"] = self._normalise(res).to_numpy()
+        return pt.model.add_ranks(res)[out_cols]
+
+    def _score(self, inp: pd.DataFrame) -> pd.DataFrame:
+        pt.validate.result_frame(inp)
+        require_columns(inp, [self.clue], repr(self))
+        out = inp.copy()
+        if len(out) == 0:
+            out["score"] = pd.Series(dtype=float)
+            out["rank"] = pd.Series(dtype=int)
+            return out
+        queries = inp.drop(columns=["docno", "score", "rank"], errors="ignore").drop_duplicates("qid")
+        run = self._queries_with_clue(queries)
+        scored = pd.DataFrame(columns=["qid", "docno", "score"])
+        if len(run) and not self.empty_field:
+            if self.backend == "bm25":
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", message=".*no results for.*")
+                    res = self._get_scorer()(run[["qid", "query"]])
+                scored = res[["qid", "docno", "score"]]
+            else:
+                cands = inp.loc[inp["qid"].isin(run["qid"]), ["qid", "docno"]].merge(run[["qid", "query"]], on="qid")
+                scored = self._get_scorer()(cands)[["qid", "docno", "score"]]
+        out = out.drop(columns=["score", "rank"], errors="ignore").merge(
+            scored.drop_duplicates(["qid", "docno"]), on=["qid", "docno"], how="left")
+        out["score"] = out["score"].astype(float).fillna(0.0)
+        has_clue = out["qid"].isin(run["qid"]) & (not self.empty_field)
+        norm = self._normalise(out[has_clue]) if has_clue.any() else pd.Series(dtype=float)
+        out["score"] = NEUTRAL_SCORE
+        out.loc[has_clue, "score"] = norm.to_numpy()
+        return pt.model.add_ranks(out)
+
+    def __repr__(self):
+        model = "" if self.backend == "bm25" else f", model={self.model or 'minilm'!r}"
+        return (f"FieldExpert({self.field!r}, {self.backend}{model}, fields={'+'.join(self.book_fields)}, "
+                f"normalise={self.normalise!r})")
+
+
+def base_expert(index, backend: str = "dense", model: Optional[str] = None, **kwargs) -> FieldExpert:
+    """The paper's base retriever: the full user query over title + text, as a dual-mode expert."""
+    return FieldExpert(index, "query", backend=backend, model=model, **kwargs)
