@@ -8,3 +8,5 @@ from pyterrier_tot.datasets import get_dataset, list_datasets
 from pyterrier_tot.retrieval import BookIndex, tokenise_query
 from pyterrier_tot.models import resolve_model, load_biencoder, ModelUnavailableError
 from pyterrier_tot.evaluation import TOT_MEASURES, SHORT_MEASURES, tot_experiment, write_trec_run, read_trec_run
+from pyterrier_tot.cover_ranker import CoverRanker, CoverIndex, ClipModel
+from pyterrier_tot.clip_training import finetune_clip, CoverClipTrainer

