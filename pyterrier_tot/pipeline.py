@@ -1,0 +1,187 @@
+"""The paper's decomposition pipeline in one call, with every stage kept for ablation.
+
+    from pyterrier_tot.pipeline import decomposition_pipeline
+    dp = decomposition_pipeline(index, RuleClueExtractor(), weights="weights.json")
+    dp.pipeline                   # decomposer >> candidates >> fuser, a pt.Transformer
+    dp(topics)                    # same thing
+    dp.decomposer, dp.candidates, dp.experts, dp.fuser, dp.base     # the stages
+    dp.without("title")           # the same pipeline minus one expert (for ablations)
+
+Stages: the decomposer adds ``clue_*`` / ``clue_year`` columns (any transformer: ``RuleClueExtractor``,
+``ClueDecomposer`` or :class:`ClueLookup` over a cached clue frame); :class:`CandidateUnion` takes the base
+retriever's top ``k`` and adds each expert's own top ``expert_k`` (retriever mode); the experts then score every
+candidate (scorer mode) and the :class:`~pyterrier_tot.weighted_fuser.WeightedFuser` sums their normalised scores.
+
+Default experts: the base retriever (dense, full query over title + text), BM25 over title + text on the full
+query, dense title and plot experts on their clues, and the hard date expert.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Dict, Optional, Sequence, Union
+
+import pandas as pd
+import pyterrier as pt
+
+from pyterrier_tot._util import require_columns
+from pyterrier_tot.clues import CLUE_COLUMNS, YEAR_COLUMN
+from pyterrier_tot.date_expert import DateExpert
+from pyterrier_tot.field_expert import FieldExpert, base_expert
+from pyterrier_tot.weighted_fuser import WeightedFuser
+
+
+class ClueLookup(pt.Transformer):
+    """A decomposer that reads clues from a precomputed frame (e.g. a cached LLM clue JSONL) by ``qid``.
+    Queries absent from the frame get N/A clues (with a warning)."""
+
+    def __init__(self, clues: pd.DataFrame, label: str = "cache"):
+        require_columns(clues, ["qid"], "ClueLookup")
+        cols = [c for c in (*CLUE_COLUMNS, YEAR_COLUMN) if c in clues.columns]
+        self.clues = clues[["qid", *cols]].copy()
+        self.clues["qid"] = self.clues["qid"].astype(str)
+        self.clues = self.clues.drop_duplicates("qid").set_index("qid")
+        self.label = label
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        pt.validate.query_frame(inp)
+        out = inp.drop(columns=[c for c in self.clues.columns if c in inp.columns]).copy()
+        missing = set(out["qid"].astype(str)) - set(self.clues.index)
+        if missing:
+            warnings.warn(f"{self!r}: no clues for {len(missing)} query(ies), e.g. {sorted(missing)[:5]}; using N/A")
+        found = self.clues.reindex(out["qid"].astype(str).values)
+        for c in self.clues.columns:
+            out[c] = found[c].to_numpy()
+        for c in (*CLUE_COLUMNS, YEAR_COLUMN):
+            if c not in out.columns:
+                out[c] = None
+        return out
+
+    def __repr__(self):
+        return f"ClueLookup({self.label!r}, {len(self.clues)} queries)"
+
+
+class CandidateUnion(pt.Transformer):
+    """Union of the top ``k`` of the base retriever and the top ``expert_k`` of each expert retriever.
+
+    Output: the query frame's columns + ``docno``; ``score`` is the base retriever's score (0.0 for books only
+    an expert found), so the frame is a valid ranking on its own."""
+
+    def __init__(self, base: pt.Transformer, retrievers: Sequence[pt.Transformer] = (), k: int = 100,
+                 expert_k: int = 20):
+        self.base = base
+        self.retrievers = list(retrievers)
+        self.k = k
+        self.expert_k = expert_k
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        pt.validate.query_frame(inp)
+        cols = [*inp.columns, "docno", "score", "rank"]
+        if len(inp) == 0:
+            return pd.DataFrame(columns=cols)
+        base = self.base(inp)
+        base = base[base["rank"] < self.k] if "rank" in base.columns else base
+        found = [base[["qid", "docno", "score"]]]
+        for r in self.retrievers:
+            res = r(inp)
+            if len(res):
+                res = pt.model.add_ranks(res[["qid", "docno", "score"]].copy())
+                found.append(res.loc[res["rank"] < self.expert_k, ["qid", "docno"]].assign(score=float("nan")))
+        allres = pd.concat(found, ignore_index=True).drop_duplicates(["qid", "docno"], keep="first")
+        allres["score"] = allres["score"].astype(float).fillna(0.0)
+        out = inp.merge(allres, on="qid")
+        return pt.model.add_ranks(out)[cols]
+
+    def __repr__(self):
+        return f"CandidateUnion({self.base!r} top {self.k} + {len(self.retrievers)} experts top {self.expert_k})"
+
+
+class DecompositionPipeline(pt.Transformer):
+    """decomposer >> CandidateUnion >> WeightedFuser, with the stages exposed as attributes."""
+
+    def __init__(self, decomposer: Optional[pt.Transformer], candidates: CandidateUnion,
+                 experts: Dict[str, pt.Transformer], fuser: WeightedFuser):
+        self.decomposer = decomposer
+        self.candidates = candidates
+        self.experts = experts
+        self.fuser = fuser
+        self.base = candidates.base
+
+    @property
+    def pipeline(self) -> pt.Transformer:
+        stages = [s for s in (self.decomposer, self.candidates, self.fuser) if s is not None]
+        pipe = stages[0]
+        for s in stages[1:]:
+            pipe = pipe >> s
+        return pipe
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        return self.pipeline(inp)
+
+    def without(self, *names: str) -> "DecompositionPipeline":
+        """The same pipeline without the named experts (their weights dropped; candidates unchanged)."""
+        unknown = [n for n in names if n not in self.experts]
+        if unknown:
+            raise KeyError(f"no expert(s) {unknown}; experts are {list(self.experts)}")
+        keep = [i for i, n in enumerate(self.fuser.names) if n not in names]
+        fuser = WeightedFuser([self.fuser.experts[i] for i in keep], [self.fuser.weights[i] for i in keep],
+                              [self.fuser.normalise[i] for i in keep], [self.fuser.neutral[i] for i in keep],
+                              [self.fuser.names[i] for i in keep], self.fuser.rr_k)
+        experts = {n: e for n, e in self.experts.items() if n not in names}
+        return DecompositionPipeline(self.decomposer, self.candidates, experts, fuser)
+
+    def __repr__(self):
+        return f"DecompositionPipeline({self.decomposer!r} >> {self.candidates!r} >> {self.fuser!r})"
+
+    def subtransformers(self):
+        return {"pipeline": self.pipeline}
+
+
+def default_experts(index, model: Optional[str] = None, base_model: Optional[str] = None,
+                    fields: Sequence[str] = ("title", "plot")) -> Dict[str, pt.Transformer]:
+    """base (dense full query), bm25 (full query), one dense expert per clue field, and the date expert."""
+    experts: Dict[str, pt.Transformer] = {"base": base_expert(index, "dense", model=base_model or model),
+                                          "bm25": base_expert(index, "bm25")}
+    for f in fields:
+        experts[f] = FieldExpert(index, f, "dense", model=model)
+    experts["date"] = DateExpert(index)
+    return experts
+
+
+def decomposition_pipeline(index, decomposer: Optional[pt.Transformer] = None,
+                           experts: Optional[Dict[str, pt.Transformer]] = None,
+                           weights: Union[None, Dict[str, float], Sequence[float], str] = None,
+                           base: Optional[pt.Transformer] = None, k: int = 100, expert_k: int = 20,
+                           candidate_experts: Optional[Sequence[str]] = None, normalise="minmax",
+                           neutral=0.0) -> DecompositionPipeline:
+    """Build decomposer >> candidates >> experts >> fuser.
+
+    :param experts: name → expert (default :func:`default_experts`); FieldExperts double as candidate retrievers
+    :param weights: a dict name → weight, a list in expert order, or the path of a fuser JSON (default all 1)
+    :param base: the candidate retriever (default ``experts['base']`` in retriever mode)
+    :param k: base retriever depth; ``expert_k``: depth of each expert retriever added to the candidates
+    :param candidate_experts: names of the experts whose retrievals join the candidates (default: all
+        FieldExperts on a clue field)
+    """
+    experts = dict(experts) if experts is not None else default_experts(index)
+    if not experts:
+        raise ValueError("decomposition_pipeline needs at least one expert")
+    names = list(experts)
+    if base is None:
+        base = experts.get("base") or base_expert(index, "dense")
+    if candidate_experts is None:
+        candidate_experts = [n for n, e in experts.items() if isinstance(e, FieldExpert) and e.field != "query"]
+    retrievers = [experts[n] for n in candidate_experts]
+    candidates = CandidateUnion(base, retrievers, k=k, expert_k=expert_k)
+    if isinstance(weights, str):
+        fuser = WeightedFuser.load(weights, list(experts.values()))
+        if fuser.names != names:
+            warnings.warn(f"weights file names {fuser.names} differ from experts {names}; using the experts' order")
+            fuser.names = names
+    else:
+        if isinstance(weights, dict):
+            unknown = set(weights) - set(names)
+            if unknown:
+                raise KeyError(f"weights for unknown expert(s) {sorted(unknown)}; experts are {names}")
+            weights = [float(weights.get(n, 0.0)) for n in names]
+        fuser = WeightedFuser(list(experts.values()), weights, normalise=normalise, neutral=neutral, names=names)
+    return DecompositionPipeline(decomposer, candidates, experts, fuser)

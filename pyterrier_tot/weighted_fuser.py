@@ -1,0 +1,291 @@
+"""Weighted fusion of expert scores: ``score = sum_j w_j * normalise_j(score_j)``, weights tuned for Recall@5.
+
+Two ways to feed it:
+
+    # 1. the fuser runs the experts itself on a candidate frame (missing rows are detected exactly)
+    fuser = WeightedFuser([base, title, plot, date], weights=[1, .3, .5, .1])
+    pipe = decomposer >> candidates >> fuser
+
+    # 2. a PyTerrier feature union (``**``) upstream; the fuser reads the ``features`` column
+    pipe = decomposer >> candidates >> (base ** title ** plot ** date) >> WeightedFuser(weights=[1, .3, .5, .1])
+
+Normalisation (per query and expert, by :func:`pyterrier_tot.normalise.normalise_scores`): ``minmax``
+(default), ``zscore``, ``rr`` (1 / (60 + rank)) or ``none``; one method for all experts or a list. A missing score
+(the expert emitted no row for that book, or its clue was N/A) counts as ``neutral`` (default 0.0, after
+normalisation: the bottom of the min-max scale, the mean of the z-scale, below every reciprocal rank); a list
+gives one neutral per expert. In the ``**`` mode PyTerrier's feature union has already filled missing rows with
+a raw 0, which the fuser cannot tell apart from a real 0.
+
+``fit`` tunes the weights on held-out queries: the experts run once over the candidates (cached as a matrix of
+normalised scores), then coordinate ascent over a grid of weights evaluates each setting in numpy (Recall@k,
+Success@k, RR or nDCG@k computed directly; other ir_measures measures through ir_measures). Ties on the target
+measure go to the setting with the higher MRR. Weights save to and load from a small JSON file.
+
+``+`` or WeightedFuser? ``candidates >> (e1 + e2)`` (experts emit min-max scores by default) is an
+unweighted CombSUM: no training data needed, fine for two or three comparable experts. Prefer the
+WeightedFuser when experts differ in quality (the plot and base experts carry most of the signal, dates and
+genres very little), when some clues are often N/A, or when you have validation queries to fit weights on.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+from typing import List, Optional, Sequence, Union
+
+import numpy as np
+import pandas as pd
+import pyterrier as pt
+
+from pyterrier_tot._util import require_columns
+from pyterrier_tot.normalise import METHODS, normalise_scores
+
+#: Weight grid of the coordinate ascent.
+DEFAULT_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
+
+
+def _as_list(value, n: int, what: str) -> list:
+    if isinstance(value, (list, tuple, np.ndarray)):
+        if len(value) != n:
+            raise ValueError(f"WeightedFuser: {len(value)} {what} given for {n} experts")
+        return list(value)
+    return [value] * n
+
+
+def _parse_measure(metric):
+    import ir_measures
+
+    if isinstance(metric, str):
+        metric = ir_measures.parse_measure(metric)
+    return metric
+
+
+class WeightedFuser(pt.Transformer):
+    """Weighted sum of normalised expert scores (see module docs).
+
+    :param experts: transformers run as scorers on the candidate frame (or ``None`` to read ``features``)
+    :param weights: one per expert / feature (default all 1.0)
+    :param normalise: a method or one per expert: ``minmax``, ``zscore``, ``rr``, ``none``
+    :param neutral: value of a missing score after normalisation (a float or one per expert)
+    :param names: labels for the experts (default their ``repr``)
+    """
+
+    def __init__(self, experts: Optional[Sequence[pt.Transformer]] = None, weights: Optional[Sequence[float]] = None,
+                 normalise: Union[str, Sequence[str]] = "minmax", neutral: Union[float, Sequence[float]] = 0.0,
+                 names: Optional[Sequence[str]] = None, rr_k: float = 60.0):
+        self.experts = list(experts) if experts is not None else None
+        n = len(self.experts) if self.experts is not None else (len(weights) if weights is not None else None)
+        if n is None:
+            raise ValueError("WeightedFuser needs experts or weights (one per feature)")
+        if n == 0:
+            raise ValueError("WeightedFuser needs at least one expert")
+        self.n = n
+        self.weights = np.asarray(weights if weights is not None else [1.0] * n, dtype=float)
+        if len(self.weights) != n:
+            raise ValueError(f"WeightedFuser: {len(self.weights)} weights for {n} experts")
+        self.normalise = _as_list(normalise, n, "normalisations")
+        for m in self.normalise:
+            if m not in METHODS:
+                raise ValueError(f"unknown normalisation {m!r}; expected one of {METHODS}")
+        self.neutral = [float(v) for v in _as_list(neutral, n, "neutral values")]
+        self.names = list(names) if names is not None else (
+            [repr(e) for e in self.experts] if self.experts is not None else [f"f{i}" for i in range(n)])
+        if len(self.names) != n:
+            raise ValueError(f"WeightedFuser: {len(self.names)} names for {n} experts")
+        self.rr_k = rr_k
+        self.fit_history: List[dict] = []
+
+    # ------------------------------------------------------------------ features
+    def features(self, inp: pd.DataFrame) -> pd.DataFrame:
+        """``inp`` (qid, docno, ...) with one normalised, neutral-filled column per expert (``self.names``)."""
+        pt.validate.result_frame(inp)
+        base = inp.drop(columns=["features", "score", "rank"], errors="ignore").reset_index(drop=True)
+        if base.duplicated(["qid", "docno"]).any():
+            raise ValueError("WeightedFuser: the candidate frame has a (qid, docno) pair twice")
+        raw = self._raw_scores(inp, base)
+        cols = {}
+        for j, name in enumerate(self.names):
+            s = raw[j]
+            present = ~np.isnan(s)
+            col = np.full(len(base), self.neutral[j])
+            if present.any():
+                part = pd.DataFrame({"qid": base["qid"].to_numpy()[present], "score": s[present]})
+                col[present] = normalise_scores(part, self.normalise[j], rr_k=self.rr_k).to_numpy()
+            cols[name] = col
+        return pd.concat([base, pd.DataFrame(cols, index=base.index)], axis=1)
+
+    def _raw_scores(self, inp: pd.DataFrame, base: pd.DataFrame) -> List[np.ndarray]:
+        if self.experts is None:
+            require_columns(inp, ["features"], f"{self!r} (no experts given: needs a ** feature union upstream)")
+            feats = inp.reset_index(drop=True)["features"]
+            mat = np.vstack([np.asarray(f, dtype=float) for f in feats]) if len(feats) else np.zeros((0, self.n))
+            if mat.shape[1] != self.n:
+                raise ValueError(f"WeightedFuser: {mat.shape[1]} features per row but {self.n} weights")
+            return [mat[:, j] for j in range(self.n)]
+        keys = base[["qid", "docno"]]
+        out = []
+        for expert in pt.tqdm(self.experts, desc="experts", disable=len(self.experts) < 4 or len(base) < 5000):
+            res = expert(base.copy())
+            if len(res):
+                require_columns(res, ["qid", "docno", "score"], f"output of {expert!r}")
+                res = res[["qid", "docno", "score"]].drop_duplicates(["qid", "docno"])
+                s = keys.merge(res, on=["qid", "docno"], how="left")["score"].astype(float).to_numpy()
+            else:
+                s = np.full(len(base), np.nan)
+            out.append(s)
+        return out
+
+    def fuse(self, feats: pd.DataFrame, weights: Optional[Sequence[float]] = None) -> pd.DataFrame:
+        """Rank a :meth:`features` frame with ``weights`` (default the fuser's)."""
+        w = np.asarray(self.weights if weights is None else weights, dtype=float)
+        out = feats.drop(columns=list(self.names)).copy()
+        out["score"] = feats[list(self.names)].to_numpy(dtype=float) @ w if len(feats) else np.zeros(0)
+        out = pt.model.add_ranks(out)
+        return out.sort_values(["qid", "rank"], kind="stable").reset_index(drop=True)
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        pt.validate.result_frame(inp)
+        if len(inp) == 0:
+            out = inp.drop(columns=["features"], errors="ignore").copy()
+            out["score"] = pd.Series(dtype=float)
+            out["rank"] = pd.Series(dtype=int)
+            return out
+        return self.fuse(self.features(inp))
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, topics: pd.DataFrame, qrels: pd.DataFrame, metric="R@5", candidates=None,
+            grid: Sequence[float] = DEFAULT_GRID, rounds: int = 3, init: Optional[Sequence[float]] = None,
+            verbose: bool = False) -> "WeightedFuser":
+        """Tune the weights by coordinate ascent on ``metric`` (default Recall@5) over held-out queries.
+
+        ``topics`` is a candidate frame (has ``docno``; or ``features`` in ``**`` mode), or a query frame with
+        ``candidates`` the transformer that produces the candidates. Expert scores are computed once; each weight
+        setting is then evaluated on the cached matrix. Returns ``self`` (weights set; ``fit_history`` records
+        each accepted step)."""
+        measure = _parse_measure(metric)
+        cands = topics if candidates is None else candidates(topics)
+        if "docno" not in cands.columns:
+            raise ValueError("WeightedFuser.fit needs a candidate frame (with docno) or candidates=a retriever")
+        feats = self.features(cands)
+        evaluator = _FastEvaluator(feats, qrels, self.names)
+        w = np.asarray(init if init is not None else self.weights, dtype=float).copy()
+        best = evaluator.objective(w, measure)
+        self.fit_history = [{"weights": w.tolist(), "objective": best}]
+        for _ in range(rounds):
+            improved = False
+            for j in range(self.n):
+                for g in grid:
+                    if g == w[j]:
+                        continue
+                    trial = w.copy()
+                    trial[j] = g
+                    if not trial.any():
+                        continue
+                    val = evaluator.objective(trial, measure)
+                    if val > best + 1e-12:
+                        best, w, improved = val, trial, True
+                        self.fit_history.append({"weights": w.tolist(), "objective": best})
+                        if verbose:
+                            print(f"fit: {dict(zip(self.names, w.tolist()))} -> {best:.4f}")
+            if not improved:
+                break
+        self.weights = w
+        self.fit_metric = str(measure)
+        self.fit_score = evaluator.measure(w, measure)
+        return self
+
+    # ------------------------------------------------------------------ persistence
+    def to_dict(self) -> dict:
+        return {"names": list(self.names), "weights": [float(x) for x in self.weights],
+                "normalise": list(self.normalise), "neutral": list(self.neutral), "rr_k": self.rr_k,
+                "fit_metric": getattr(self, "fit_metric", None), "fit_score": getattr(self, "fit_score", None)}
+
+    def save(self, path: Union[str, Path]) -> Path:
+        """Write the weights (and normalisation settings) as JSON."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_dict(), indent=2))
+        return path
+
+    @classmethod
+    def load(cls, path: Union[str, Path], experts: Optional[Sequence[pt.Transformer]] = None) -> "WeightedFuser":
+        """A fuser from a JSON written by :meth:`save` (``experts`` must match the saved count and order)."""
+        d = json.loads(Path(path).read_text())
+        if experts is not None and len(experts) != len(d["weights"]):
+            raise ValueError(f"{path}: {len(d['weights'])} weights saved for {d['names']}, {len(experts)} experts given")
+        fuser = cls(experts, weights=d["weights"], normalise=d["normalise"], neutral=d["neutral"],
+                    names=d["names"], rr_k=d.get("rr_k", 60.0))
+        if d.get("fit_metric"):
+            fuser.fit_metric, fuser.fit_score = d["fit_metric"], d.get("fit_score")
+        return fuser
+
+    def __repr__(self):
+        w = ", ".join(f"{n}={x:g}" for n, x in zip(self.names, self.weights))
+        return f"WeightedFuser({w}; normalise={self.normalise[0] if len(set(self.normalise)) == 1 else self.normalise})"
+
+
+class _FastEvaluator:
+    """Evaluates weight vectors on a cached feature frame with numpy (no re-running of experts)."""
+
+    def __init__(self, feats: pd.DataFrame, qrels: pd.DataFrame, names: Sequence[str]):
+        require_columns(qrels, ["qid", "docno"], "WeightedFuser.fit qrels")
+        q = qrels.copy()
+        if "label" not in q.columns:
+            q["label"] = 1
+        q["qid"] = q["qid"].astype(str)
+        q["docno"] = q["docno"].astype(str)
+        self.qrels = q
+        qids = feats["qid"].astype(str).to_numpy()
+        order = np.argsort(qids, kind="stable")
+        self.qid_sorted = qids[order]
+        self.X = feats[list(names)].to_numpy(dtype=float)[order]
+        self.docnos = feats["docno"].astype(str).to_numpy()[order]
+        rel = dict(zip(zip(q["qid"], q["docno"]), q["label"].astype(float)))
+        self.gain = np.array([rel.get(k, 0.0) for k in zip(self.qid_sorted, self.docnos)])
+        uq, self.starts = np.unique(self.qid_sorted, return_index=True)
+        self.uq = uq
+        # the mean runs over the queries of the candidate frame (qrels may cover a larger split)
+        self.n_queries = max(len(uq), 1)
+        self.n_rel = q[q["label"] > 0].groupby("qid").size().reindex(uq).fillna(0).to_numpy()
+        self.group = np.repeat(np.arange(len(uq)), np.diff(np.append(self.starts, len(self.qid_sorted))))
+        # deterministic tie-break by docno
+        self._tiebreak = pd.factorize(self.docnos, sort=True)[0]
+
+    def ranks(self, w: np.ndarray) -> np.ndarray:
+        s = self.X @ w
+        order = np.lexsort((self._tiebreak, -s, self.group))
+        ranks = np.empty(len(s), dtype=int)
+        pos = np.arange(len(s)) - self.starts[self.group[order]]
+        ranks[order] = pos + 1
+        return ranks
+
+    def measure(self, w: np.ndarray, measure) -> float:
+        ranks = self.ranks(np.asarray(w, dtype=float))
+        name, cutoff = measure.NAME, measure.params.get("cutoff")
+        rel = self.gain > 0
+        if name in ("R", "Success") and cutoff:
+            hit = np.bincount(self.group, weights=(rel & (ranks <= cutoff)).astype(float), minlength=len(self.uq))
+            if name == "Success":
+                per_q = (hit > 0).astype(float)
+            else:
+                per_q = np.divide(hit, self.n_rel, out=np.zeros_like(hit), where=self.n_rel > 0)
+            return float(per_q.sum() / self.n_queries)
+        if name == "RR":
+            rr = np.where(rel, 1.0 / ranks, 0.0)
+            if cutoff:
+                rr = np.where(ranks <= cutoff, rr, 0.0)
+            per_q = np.zeros(len(self.uq))
+            np.maximum.at(per_q, self.group, rr)
+            return float(per_q.sum() / self.n_queries)
+        import ir_measures
+
+        run = pd.DataFrame({"query_id": self.qid_sorted, "doc_id": self.docnos, "score": -ranks.astype(float)})
+        qrels = self.qrels.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"})
+        qrels["relevance"] = qrels["relevance"].astype(int)
+        return float(ir_measures.calc_aggregate([measure], qrels, run)[measure])
+
+    def objective(self, w: np.ndarray, measure) -> float:
+        from ir_measures import RR
+
+        return self.measure(w, measure) + 1e-3 * self.measure(w, RR)
