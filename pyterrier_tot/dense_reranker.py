@@ -1,0 +1,173 @@
+"""Hybrid dense re-ranking: BM25 finds the candidates, a bi-encoder re-orders the top ``k``.
+
+The top ``k`` results of each query (by incoming score) are re-scored by the cosine between the query text (as
+it stands in ``query``, i.e. after any rewriting such as hedge removal) and the first ``max_chars`` characters
+of each book; results below ``k`` keep their incoming order underneath the re-ranked block::
+
+    index = ptt.BookIndex(ds)
+    hybrid = index.bm25() >> ptt.DenseReranker(index)                      # stored vectors (FlexIndex)
+    hybrid = index.bm25() >> ptt.DenseReranker(index, alpha=0.5)           # interpolated with BM25
+    hybrid = index.bm25() >> ptt.DenseReranker(index, stored=False)        # encode text on the fly
+    hybrid = retriever_with_text >> ptt.DenseReranker(model="mpnet")        # any frame with a text column
+
+Scoring goes through the package's dense plumbing: with ``stored=True`` the book vectors are computed once
+into a FlexIndex by :meth:`BookIndex.dense_scorer` (dot product of stored vectors; equal to the cosine for
+models that L2-normalise their output, as the sentence-transformers ``all-*`` models do, and a warning
+otherwise); with ``stored=False`` (or no index) the query and document encoders of
+:func:`pyterrier_tot.models.load_biencoder` encode the text on the fly and the cosine is computed exactly.
+
+With ``alpha`` set, the block score is ``alpha * cosine + (1 - alpha) * minmax(incoming score)`` (min-max over
+the query's top-``k``, :func:`pyterrier_tot.normalise.normalise_scores`).
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Optional, Sequence, Union
+
+import numpy as np
+import pandas as pd
+import pyterrier as pt
+
+from pyterrier_tot._util import check_queries
+from pyterrier_tot.normalise import normalise_scores
+
+
+def _normalises(encoder) -> Optional[bool]:
+    """Whether a pyterrier-dr SBertBiEncoder's model ends in an L2 Normalize module (None when unknown)."""
+    model = getattr(encoder, "model", None)
+    if model is None:
+        return None
+    try:
+        from sentence_transformers.models import Normalize
+    except ImportError:  # pragma: no cover
+        return None
+    try:
+        return any(isinstance(m, Normalize) for m in model.children())
+    except Exception:  # pragma: no cover
+        return None
+
+
+class DenseReranker(pt.Transformer):
+    """Re-ranks the top ``k`` of a result frame by bi-encoder cosine (optionally interpolated with the score).
+
+    :param index: a :class:`~pyterrier_tot.retrieval.BookIndex` supplying book text or stored vectors; without
+        one the input frame needs a ``text`` column.
+    :param model: any sentence-transformers model name, alias or local directory (default all-MiniLM-L6-v2).
+    :param k: how many top results per query are re-scored (default 100).
+    :param max_chars: characters of each book encoded (default 1000; ``None`` = all).
+    :param fields: book fields joined into the encoded text (with an index).
+    :param alpha: ``None`` = pure dense order in the block; else the weight of the cosine in
+        ``alpha * cos + (1 - alpha) * minmax(score)``.
+    :param stored: with an index, score with stored FlexIndex vectors (``True``) or encode text on the fly.
+    :param batch_size: encoding batch size.
+    """
+
+    def __init__(self, index=None, model: Optional[str] = None, k: int = 100, max_chars: Optional[int] = 1000,
+                 fields: Union[str, Sequence[str]] = ("title", "text"), alpha: Optional[float] = None,
+                 stored: bool = True, batch_size: int = 32):
+        if int(k) < 1:
+            raise ValueError(f"k must be >= 1, not {k}")
+        if alpha is not None and not 0.0 <= float(alpha) <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1] or None, not {alpha}")
+        if max_chars is not None and int(max_chars) < 1:
+            raise ValueError(f"max_chars must be a positive number of characters or None, not {max_chars}")
+        self.index = index
+        self.model = model
+        self.k = int(k)
+        self.max_chars = None if max_chars is None else int(max_chars)
+        self.fields = (fields,) if isinstance(fields, str) else tuple(fields)
+        self.alpha = None if alpha is None else float(alpha)
+        self.stored = bool(stored) and index is not None
+        self.batch_size = batch_size
+        self._encoder = None
+        self._scorer = None
+        self._loader = None
+
+    # ------------------------------------------------------------------ plumbing
+    @property
+    def encoder(self):
+        if self._encoder is None:
+            from pyterrier_tot.models import load_biencoder
+
+            self._encoder = load_biencoder(self.model, batch_size=self.batch_size)
+        return self._encoder
+
+    def _dense_scores(self, block: pd.DataFrame) -> np.ndarray:
+        """Cosine (or stored dot product) for each row of ``block`` (qid, query, docno[, text])."""
+        if self.stored:
+            if self._scorer is None:
+                self._scorer = self.index.dense_scorer(self.model, self.fields, self.max_chars, encoder=self.encoder)
+                if _normalises(self.encoder) is False:
+                    warnings.warn(f"{self!r}: model {self.model!r} does not normalise its embeddings; stored-vector "
+                                  "scores are dot products, not cosines (use stored=False for exact cosines)")
+            scored = self._scorer(block[["qid", "query", "docno"]])
+            key = pd.MultiIndex.from_frame(scored[["qid", "docno"]].astype(str))
+            lookup = pd.Series(scored["score"].to_numpy(dtype=float), index=key)
+            want = pd.MultiIndex.from_frame(block[["qid", "docno"]].astype(str))
+            return lookup.reindex(want).to_numpy()
+        frame = block[["qid", "query", "docno"]].copy()
+        if self.index is not None:
+            if self._loader is None:
+                self._loader = self.index.text_loader(self.fields, self.max_chars)
+            frame = self._loader(frame)
+        else:
+            text = block["text"].fillna("").astype(str)
+            frame["text"] = text.str.slice(0, self.max_chars) if self.max_chars else text
+        enc = self.encoder
+        queries = frame.drop_duplicates("qid")[["qid", "query"]]
+        qvecs = enc.query_encoder()(queries)
+        qmap = dict(zip(qvecs["qid"], qvecs["query_vec"]))
+        docs = enc.doc_encoder()(frame[["qid", "docno", "text"]])
+        dvec = np.stack(docs["doc_vec"].to_numpy())
+        qvec = np.stack([qmap[q] for q in frame["qid"]])
+        num = (dvec * qvec).sum(axis=1)
+        den = np.linalg.norm(dvec, axis=1) * np.linalg.norm(qvec, axis=1)
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
+
+    # ------------------------------------------------------------------ transformer
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        pt.validate.result_frame(inp, extra_columns=["query", "score"])
+        if self.index is None and "text" not in inp.columns:
+            raise KeyError(f"{self!r} needs a 'text' column in the result frame or a BookIndex "
+                           f"(DenseReranker(index=...)); got columns {list(inp.columns)}")
+        out = inp.copy()
+        if len(out) == 0:
+            out["score"] = pd.Series(dtype=float)
+            return pt.model.add_ranks(out)
+        check_queries(out.drop_duplicates("qid"), repr(self))
+        out["_order"] = np.arange(len(out))
+        out = out.sort_values(["qid", "score", "_order"], ascending=[True, False, True], kind="stable")
+        pos = out.groupby("qid", sort=False).cumcount().to_numpy()
+        top = pos < self.k
+        block = out.loc[top]
+        dense = self._dense_scores(block)
+        if np.isnan(dense).any():
+            raise RuntimeError(f"{self!r}: the dense scorer returned no score for some documents")
+        if self.alpha is not None:
+            sparse = normalise_scores(block, "minmax").to_numpy()
+            new_top = self.alpha * dense + (1.0 - self.alpha) * sparse
+        else:
+            new_top = dense
+        scores = np.empty(len(out), dtype=float)
+        scores[top] = new_top
+        if (~top).any():
+            # the tail keeps its incoming order, strictly below the lowest re-ranked score of its query
+            floor = pd.Series(new_top, index=block["qid"].to_numpy()).groupby(level=0).min()
+            tail = out.loc[~top]
+            n_tail = tail.groupby("qid", sort=False)["qid"].transform("size").to_numpy()
+            tail_pos = (pos[~top] - self.k).astype(float)
+            scores[~top] = floor.reindex(tail["qid"].to_numpy()).to_numpy() - 1.0 - tail_pos / n_tail
+        out["score"] = scores
+        out = out.drop(columns=["_order"])
+        return pt.model.add_ranks(out)
+
+    def __repr__(self):
+        from pyterrier_tot.models import DEFAULT_MODEL
+
+        args = [f"model={self.model or DEFAULT_MODEL!r}", f"k={self.k}", f"max_chars={self.max_chars}"]
+        if self.alpha is not None:
+            args.append(f"alpha={self.alpha}")
+        if self.index is not None:
+            args.append(f"fields={'+'.join(self.fields)}")
+            args.append("stored vectors" if self.stored else "text on the fly")
+        return f"DenseReranker({', '.join(args)})"
