@@ -50,7 +50,7 @@ UNCERTAIN = {"sure", "certain", "positive", "remember", "recall", "know", "knowi
              "matter", "quite", "only", "just", "even", "until", "long", "longer", "much", "many", "exactly",
              "totally", "entirely", "completely", "100", "too", "very", "sure", "able", "recognise", "recognize",
              "find", "found", "help", "worry", "thanks", "problem", "idea", "clue", "luck"}
-STOPWORDS = {"a", "an", "the", "it", "its", "it's", "was", "is", "be", "been", "being", "are", "were", "am", "have",
+STOPWORDS = {"a", "an", "the", "it", "its", "it's", "i'm", "i've", "i'd", "i'll", "that's", "there's", "was", "is", "be", "been", "being", "are", "were", "am", "have",
              "has", "had", "do", "does", "did", "of", "to", "in", "on", "at", "by", "for", "with", "from", "about",
              "as", "that", "this", "these", "those", "there", "any", "some", "one", "really", "actually",
              "definitely", "necessarily", "exactly", "think", "believe", "so", "just", "very", "too", "i", "my",
@@ -58,6 +58,15 @@ STOPWORDS = {"a", "an", "the", "it", "its", "it's", "was", "is", "be", "been", "
              "if", "than", "then", "which", "who", "whom", "what", "when", "where", "why", "how", "all", "more",
              "most", "such", "own", "same", "other", "into", "out", "up", "down", "over", "again", "also",
              "not", "no", "never", "would", "could", "should", "will", "can", "may", "might", "must"}
+#: vague words that never make a negated concept on their own ("no later than", "not a lot", "no name")
+VAGUE = {"later", "earlier", "year", "years", "lot", "lots", "way", "else", "even", "get", "got", "name", "title",
+         "author", "idea", "clue", "matter", "longer", "avail", "comment", "reply", "replies", "one", "thing",
+         "something", "anything", "nothing", "much", "more", "less", "time", "luck", "doubt", "problem",
+         "help", "wonder", "exception", "joke", "kidding", "sure", "version", "edit", "answer", "result",
+         "results", "memory", "recollection", "detail", "details", "spoiler", "spoilers", "offense", "worries",
+         "need", "reason", "chance", "point", "use", "good", "bad", "big", "real", "really", "whatsoever",
+         "i'm", "i've", "i'd", "i'll", "it's", "that's", "there's", "extra", "single", "same", "different",
+         "other", "another", "own", "part", "kind", "type", "sort", "word", "words", "sense"}
 DETERMINERS = {"a", "an", "the", "any", "some", "one", "another", "that", "this", "those", "these"}
 _PASS = {"be", "been", "being", "is", "was", "are", "were", "have", "has", "had", "do", "does", "did", "really",
          "actually", "definitely", "necessarily", "think", "believe", "it", "it's", "its", "was", "part",
@@ -75,7 +84,11 @@ def _fold(tok: str) -> str:
     tok = tok.lower().replace("’", "'")
     if tok.endswith("'s"):
         tok = tok[:-2]
-    if len(tok) > 3 and tok.endswith("s") and not tok.endswith("ss"):
+    if tok in ("series", "species"):
+        return tok
+    if len(tok) > 4 and tok.endswith("ies"):
+        return tok[:-3] + "y"
+    if len(tok) > 3 and tok.endswith("s") and not tok.endswith(("ss", "us", "is")):
         tok = tok[:-1]
     return tok
 
@@ -225,7 +238,7 @@ class NegationPenalty(pt.Transformer):
             if len(words) >= self.max_words:
                 break
         content = _content(words)
-        specific = [w for w in content if w not in _GENERIC]
+        specific = [w for w in content if w not in _GENERIC and w not in VAGUE and not w.endswith("ly")]
         return [tuple(specific)] if specific else []
 
     # ------------------------------------------------------------------ document side

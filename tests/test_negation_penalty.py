@@ -55,6 +55,9 @@ def test_packaged_heads():
     ("Not Anne of Green Gables, Pollyanna but similar", [], [("anne", "green", "gable"), ("pollyanna",)]),
     ("She had no talking cat, just a dog", [], [("talking", "cat")]),
     ("a family of four with three kids", [], []),
+    ("published no later than 2010, no idea who wrote it", [], []),
+    ("It's not part of a series", [("series",)], [("series",)]),
+    ("it's definitely not Percy Jackson", [], [("percy", "jackson")]),
 ])
 def test_concepts(query, expected_heads, expected_phrase):
     assert NegationPenalty().concepts(query) == expected_heads
