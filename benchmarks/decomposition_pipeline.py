@@ -130,15 +130,18 @@ def concat_clues(df: pd.DataFrame) -> pd.DataFrame:
 
 # ---------------------------------------------------------------------------------------------- curve helpers
 class RunTable(pt.Transformer):
-    """Scores candidates from a precomputed full-depth run (the curve re-uses full-corpus dense rankings: a dense
-    score does not depend on which other books are in the corpus)."""
+    """Scores candidates from a precomputed run, as FieldExpert's scorer mode would: a candidate missing from the
+    run of a query that has one scores raw 0.0; queries absent from the run (N/A clue) get no rows. (The curve
+    re-uses full-corpus dense rankings: a dense score does not depend on the other books in the corpus.)"""
 
     def __init__(self, run, name):
         self.run = run[["qid", "docno", "score"]]
         self.name = name
 
     def transform(self, inp):
-        out = inp.drop(columns=["score", "rank"], errors="ignore").merge(self.run, on=["qid", "docno"])
+        base = inp.drop(columns=["score", "rank"], errors="ignore")
+        out = base[base["qid"].isin(self.run["qid"])].merge(self.run, on=["qid", "docno"], how="left")
+        out["score"] = out["score"].fillna(0.0)
         return pt.model.add_ranks(out)
 
     def __repr__(self):
@@ -156,6 +159,8 @@ def main():
     ap.add_argument("--fit-queries", type=int, default=300)
     ap.add_argument("--no-curve", action="store_true")
     ap.add_argument("--no-ft", action="store_true")
+    ap.add_argument("--check-pipeline", action="store_true",
+                    help="also run decomposition_pipeline(...)(topics) end to end (same numbers, twice the time)")
     ap.add_argument("--k", type=int, default=100, help="base retriever candidate depth")
     ap.add_argument("--expert-k", type=int, default=50, help="depth of each expert / BM25 added to the candidates")
     args = ap.parse_args()
@@ -273,15 +278,15 @@ def main():
             w[pipe.fuser.names.index(name)] = 0.0
             fused[f"  ablation ({cname}): without {name}"] = recall_table(pipe.fuser.fuse(feats, w), vqrels)
         timings[f"fused_{cname}_s"] = round(time.time() - t0, 1)
-        if cname == "rules":
-            rules_feats, rules_cands = feats, cands
-    # the one-line pipeline object itself (same numbers as the cached-feature path above)
-    t0 = time.time()
-    dp_run = decomposition_pipeline(index, extractor, experts=experts, base=experts[base_name].retriever(args.k),
-                                    k=args.k, expert_k=args.expert_k, candidate_experts=cand_experts,
-                                    weights=weights)(val)
-    fused["Fused pipeline (rules) via decomposition_pipeline(...)(topics)"] = recall_table(dp_run, vqrels)
-    timings["pipeline_call_s"] = round(time.time() - t0, 1)
+    # the one-line pipeline object itself; fuser(x) == fuser.fuse(fuser.features(x)), so the numbers above are
+    # the pipeline's own stages (decomposer >> candidates, then the fuser) -- this re-runs it end to end
+    if args.check_pipeline:
+        t0 = time.time()
+        dp_run = decomposition_pipeline(index, extractor, experts=experts, base=experts[base_name].retriever(args.k),
+                                        k=args.k, expert_k=args.expert_k, candidate_experts=cand_experts,
+                                        weights=weights)(val)
+        fused["Fused pipeline (rules) via decomposition_pipeline(...)(topics)"] = recall_table(dp_run, vqrels)
+        timings["pipeline_call_s"] = round(time.time() - t0, 1)
     for n, r in fused.items():
         print(f"{n:60s} {r}")
     results.update(fused)
@@ -380,11 +385,14 @@ def markdown(p) -> str:
     for c in ("n", "R@5", "R@10", "R@20", "R@100", "note"):
         if c not in t6:
             t6[c] = ""
-    t6 = t6[["clues", "expert", "% not N/A", "n", "R@5", "R@10", "R@20", "R@100", "note"]].fillna("")
+    t6 = t6[["clues", "expert", "% not N/A", "n", "R@5", "R@10", "R@20", "R@100", "note"]]
+    t6["n"] = t6["n"].map(lambda v: "" if v == "" or pd.isna(v) else str(int(v)))
+    t6["% not N/A"] = t6["% not N/A"].map(lambda v: f"{float(v):.1f}")
+    t6 = t6.fillna("")
     lines += [_common.md_table(t6), ""]
     if p["curve"]:
         lines += ["## Corpus-size curve (paper Figure 2): validation gold books, then other gold books, then "
-                  "negatives", "", _common.md_table(pd.DataFrame(p["curve"])), ""]
+                  "negatives", "", _common.md_table(pd.DataFrame(p["curve"]).astype({"corpus_size": str})), ""]
     lines += ["Timings (s): `" + json.dumps(p["timings"]) + "`", ""]
     return "\n".join(lines)
 
