@@ -163,8 +163,13 @@ def run_dataset(name: str, split: str) -> tuple[dict, str]:
         print("negation:", neg_changed)
         for n in notes + ([rm3_note] if rm3_note else []):
             print(n)
+    shown = view.copy()
+    for c in ("RR p-value", "nDCG@10 p-value"):
+        shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else f"{v:.3g}")
+    for c in ("ΔRR %", "ΔnDCG@10 %", "s"):
+        shown[c] = shown[c].map(lambda v: f"{v:+.1f}" if c != "s" else f"{v:.1f}")
     md = [f"## {name} {split} ({len(topics)} queries, {len(index)} books)", "",
-          _common.md_table(view.fillna("")), "",
+          _common.md_table(shown, floatfmt="{:.4f}"), "",
           f"Hedges per query (packaged lexicon, {len(remover.entries)} markers): mean {hstats['mean']}, median "
           f"{hstats['median']}, max {hstats['max']}, share with ≥1 hedge {hstats['share_with_hedge']}; "
           f"mean query length {hstats['mean_words']} words.", "",
