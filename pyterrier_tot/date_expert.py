@@ -23,7 +23,6 @@ Reddit-TOMT books carry no year, so there every score is neutral.
 """
 from __future__ import annotations
 
-from typing import Optional
 
 import numpy as np
 import pandas as pd

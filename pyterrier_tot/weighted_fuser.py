@@ -28,9 +28,7 @@ genres very little), when some clues are often N/A, or when you have validation 
 """
 from __future__ import annotations
 
-import itertools
 import json
-import math
 from pathlib import Path
 from typing import List, Optional, Sequence, Union
 
