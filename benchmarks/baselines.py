@@ -77,7 +77,7 @@ def main():
             print(pd.DataFrame(timing).to_string(index=False))
         out["datasets"][f"{name}/{split}"] = {"results": table.to_dict("records"), "throughput": timing}
         md += [f"## {name} {split} ({len(ds.get_topics(split))} queries, {len(ds.get_corpus_df())} books)", "",
-               _common.md_table(view.fillna("")), "", "Throughput (2 CPU cores, shared):", "",
+               _common.md_table(view.astype(object).where(view.notna(), "")), "", "Throughput (2 CPU cores, shared):", "",
                _common.md_table(pd.DataFrame(timing)), ""]
     _common.write_results("baselines", out, "\n".join(md) + "\n")
 

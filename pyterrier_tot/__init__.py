@@ -10,3 +10,12 @@ from pyterrier_tot.models import resolve_model, load_biencoder, ModelUnavailable
 from pyterrier_tot.evaluation import TOT_MEASURES, SHORT_MEASURES, tot_experiment, write_trec_run, read_trec_run
 from pyterrier_tot.cover_ranker import CoverRanker, CoverIndex, ClipModel
 from pyterrier_tot.clip_training import finetune_clip, CoverClipTrainer
+from pyterrier_tot.hedge_remover import HedgeRemover, hedge_statistics
+from pyterrier_tot.negation_penalty import NegationPenalty
+from pyterrier_tot.dense_reranker import DenseReranker
+from pyterrier_tot.rm3 import terrier_available, terrier_status, rm3_pipeline, TerrierUnavailableError
+from pyterrier_tot.field_expert import FieldExpert, base_expert
+from pyterrier_tot.date_expert import DateExpert
+from pyterrier_tot.weighted_fuser import WeightedFuser
+from pyterrier_tot.pipeline import decomposition_pipeline, DecompositionPipeline, CandidateUnion, ClueLookup
+from pyterrier_tot.expert_training import train_base_retriever, train_field_expert, train_biencoder, load_clue_cache
