@@ -65,3 +65,12 @@ def is_missing(value) -> bool:
 
 def is_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False")
+
+
+def empty_scored(inp: pd.DataFrame) -> pd.DataFrame:
+    """A copy of an empty input frame with ``score`` and ``rank`` columns (what a scorer returns for no rows,
+    e.g. when pt.Experiment inspects a pipeline)."""
+    out = inp.copy()
+    out["score"] = pd.Series(dtype=float)
+    out["rank"] = pd.Series(dtype=int)
+    return out

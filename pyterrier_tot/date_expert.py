@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot._util import is_missing, require_columns
+from pyterrier_tot._util import empty_scored, is_missing, require_columns
 from pyterrier_tot.books import parse_year
 from pyterrier_tot.clues import YEAR_COLUMN
 
@@ -79,11 +79,9 @@ class DateExpert(pt.Transformer):
                              "retriever >> DateExpert(index)")
         pt.validate.result_frame(inp)
         require_columns(inp, [self.clue], repr(self))
+        if len(inp) == 0:
+            return empty_scored(inp)
         out = inp.copy()
-        if len(out) == 0:
-            out["score"] = pd.Series(dtype=float)
-            out["rank"] = pd.Series(dtype=int)
-            return out
         if self.year_column in out.columns:
             years = _years(out[self.year_column]).to_numpy()
         else:

@@ -38,7 +38,7 @@ from typing import Optional, Sequence
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot._util import is_missing, require_columns
+from pyterrier_tot._util import empty_scored, is_missing, require_columns
 from pyterrier_tot.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column
 from pyterrier_tot.normalise import METHODS, normalise_scores
 
@@ -151,11 +151,9 @@ class FieldExpert(pt.Transformer):
     def _score(self, inp: pd.DataFrame) -> pd.DataFrame:
         pt.validate.result_frame(inp)
         require_columns(inp, [self.clue], repr(self))
+        if len(inp) == 0:
+            return empty_scored(inp)
         out = inp.copy()
-        if len(out) == 0:
-            out["score"] = pd.Series(dtype=float)
-            out["rank"] = pd.Series(dtype=int)
-            return out
         queries = inp.drop(columns=["docno", "score", "rank"], errors="ignore").drop_duplicates("qid")
         run = self._queries_with_clue(queries)
         scored = pd.DataFrame(columns=["qid", "docno", "score"])

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot._util import cache_dir, check_queries, require_columns
+from pyterrier_tot._util import cache_dir, check_queries, empty_scored, require_columns
 from pyterrier_tot.books import BOOK_FIELDS, Book, books_to_frame
 
 FieldsArg = Union[str, Sequence[str]]
@@ -326,10 +326,7 @@ class _DenseScorer(pt.Transformer):
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         pt.validate.result_frame(inp, extra_columns=["query"])
         if len(inp) == 0:
-            out = inp.copy()
-            out["score"] = pd.Series(dtype=float)
-            out["rank"] = pd.Series(dtype=int)
-            return out
+            return empty_scored(inp)
         check_queries(inp.drop_duplicates("qid"), repr(self))
         out = self.pipeline(inp)
         return out.drop(columns=["query_vec"], errors="ignore")
