@@ -302,6 +302,7 @@ class WhatsThatBook(BookDataset):
       ``query_id``), ``query`` (or ``post_title`` + ``question``), and the gold ``book_id``. When there is no
       ``books.jsonl``, book fields on the query rows (``book_title``, ``author``, ``description``, ...) define
       the corpus, as in the paper (all gold books form the collection).
+
     A relative cover path is resolved against the folder.
     """
 

@@ -4,7 +4,7 @@ RM3 needs Java and the Terrier jars (``terrier-assemblies`` with dependencies an
 which PyTerrier downloads from Maven into ``~/.pyterrier`` (``$PYTERRIER_HOME``) on first use. On a machine
 without internet and without those jars RM3 is unavailable: :func:`terrier_available` says so within seconds
 (it never starts Java in this process and never waits on the network), and :func:`rm3_pipeline` raises
-:class:`TerrierUnavailableError` with the reason.
+:class:`TerrierUnavailableError` with the reason::
 
     from pyterrier_tot.rm3 import terrier_available, rm3_pipeline
     if terrier_available():
