@@ -19,3 +19,5 @@ from pyterrier_tot.date_expert import DateExpert
 from pyterrier_tot.weighted_fuser import WeightedFuser
 from pyterrier_tot.pipeline import decomposition_pipeline, DecompositionPipeline, CandidateUnion, ClueLookup
 from pyterrier_tot.expert_training import train_base_retriever, train_field_expert, train_biencoder, load_clue_cache
+from pyterrier_tot.rule_clue_extractor import RuleClueExtractor, extract_clues
+from pyterrier_tot.date_resolver import latest_possible_year
