@@ -21,3 +21,9 @@ from pyterrier_tot.pipeline import decomposition_pipeline, DecompositionPipeline
 from pyterrier_tot.expert_training import train_base_retriever, train_field_expert, train_biencoder, load_clue_cache
 from pyterrier_tot.rule_clue_extractor import RuleClueExtractor, extract_clues
 from pyterrier_tot.date_resolver import latest_possible_year
+from pyterrier_tot.llm import LLM, LLMUsage, LLMConfigurationError
+from pyterrier_tot.llm_cache import LLMCache
+from pyterrier_tot.llama_server import LlamaServer
+from pyterrier_tot.prompt_templates import load_prompt, available_prompts
+from pyterrier_tot.clue_decomposer import ClueDecomposer
+from pyterrier_tot.query_rewriters import LLMQueryRewriter, HyDE, ClueConcatenator

@@ -1,0 +1,252 @@
+"""ClueDecomposer: an LLM splits a tip-of-the-tongue query into per-field clues (title, author, date, cover,
+genre, plot), as in the query-decomposition paper (``../shared/papers/decomposing-complex-queries-tot.md``).
+
+    from pyterrier_tot import ClueDecomposer, LLM
+    dec = ClueDecomposer(LLM(model="gpt-4o-mini"), mode="extractive", strategy="per_field")
+    clues = dec(topics)         # adds clue_title … clue_plot (None = N/A) and clue_year (Int64)
+    dec.stats                   # per field: asked, found, na, failed, unparsable, ungrounded
+
+Modes:
+
+- ``extractive``: the clue must be copied from the query. An answer that is not grounded in the query (less
+  than ``grounding`` of its words found there, with a fuzzy word match for typos and inflections) is dropped
+  and counted as ``ungrounded``;
+- ``predictive``: the model's guess of the field's value (a title or author guess, genre tags, a cover
+  description, a plot synopsis, the latest possible publication year).
+
+Strategies: ``per_field`` asks one question per field (six calls a query, sent concurrently as the paper does);
+``joint`` asks one question returning a JSON object for all fields (one call a query).
+
+The date clue is resolved to ``clue_year``, the latest possible publication year, with
+:func:`~pyterrier_tot.date_resolver.latest_possible_year` ("15 years ago", "late 90s", "2002-2005");
+``reference_year`` (an int, or the name of a column holding each query's year) anchors relative dates.
+
+Failures never lose a query: a request that fails after the LLM's retries, or an answer that cannot be parsed,
+makes that field N/A, with a warning and a counter in ``stats``. Prompts are the package files
+``prompts/<mode>_<field>.txt`` and ``prompts/joint_<mode>.txt`` (``prompt_dir`` overrides them by name).
+"""
+from __future__ import annotations
+
+import ast
+import difflib
+import json
+import re
+import warnings
+from collections import defaultdict
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Union
+
+import pandas as pd
+import pyterrier as pt
+
+from pyterrier_tot._util import check_queries, is_missing
+from pyterrier_tot.clues import CLUE_FIELDS, YEAR_COLUMN, clue_column
+from pyterrier_tot.date_resolver import latest_possible_year
+from pyterrier_tot.prompt_templates import load_prompt
+
+MODES = ("extractive", "predictive")
+STRATEGIES = ("per_field", "joint")
+_COUNTERS = ("asked", "found", "na", "failed", "unparsable", "ungrounded")
+_WORD = re.compile(r"[0-9a-z]+(?:'[a-z]+)?")
+_LABEL = re.compile(r"^\s*(?:(?:the\s+)?(?:" + "|".join(CLUE_FIELDS) + r"|genres|answer|clue|output)"
+                    r"(?:\s+clue)?\s*[:=-]\s*)", re.I)
+_NA = re.compile(r"^\s*[\"'`(]*\s*(?:n/?a|none|null|unknown|not (?:mentioned|given|stated|specified)|no "
+                 r"(?:information|mention|clue)s?)\b\s*[.\"'`)]*\s*$", re.I)
+
+
+def _words(text: str) -> List[str]:
+    return _WORD.findall(str(text).lower())
+
+
+def groundedness(clue: str, query: str) -> float:
+    """Share of the clue's words found in the query (exactly, or a close match of four or more letters)."""
+    cw = _words(clue)
+    if not cw:
+        return 0.0
+    qset = set(_words(query))
+    qlong = [w for w in qset if len(w) >= 4]
+    hit = 0
+    for w in cw:
+        if w in qset or (len(w) >= 4 and difflib.get_close_matches(w, qlong, n=1, cutoff=0.8)):
+            hit += 1
+    return hit / len(cw)
+
+
+#: Fields whose clue is one line: a longer answer keeps its first non-empty line (small models ramble on).
+ONE_LINE_FIELDS = frozenset({"title", "author", "date", "genre"})
+
+
+def clean_answer(text: Optional[str], max_chars: int = 1500, field: Optional[str] = None,
+                 one_line: Optional[bool] = None) -> Optional[str]:
+    """One field's answer as a clue string, or None for N/A (labels, quotes and N/A spellings handled).
+    With ``one_line`` (default: the field is one of :data:`ONE_LINE_FIELDS`) only the first non-empty line is
+    kept (at most 200 characters); otherwise, when a field or ``one_line=False`` is given, the first paragraph."""
+    if text is None:
+        return None
+    if isinstance(text, (list, tuple)):
+        text = ", ".join(str(t) for t in text if not is_missing(t))
+    s = str(text).strip()
+    if one_line is None and field is not None:
+        one_line = field in ONE_LINE_FIELDS
+    if one_line is not None:
+        if one_line:
+            s = next((line.strip() for line in s.splitlines() if line.strip()), "")
+            max_chars = min(max_chars, 200)
+        else:
+            s = re.split(r"\n\s*\n", s, maxsplit=1)[0]
+    s = _LABEL.sub("", s, count=1).strip()
+    if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'`":
+        s = s[1:-1].strip()
+    if not s or _NA.match(s) or is_missing(s):
+        return None
+    return s[:max_chars]
+
+
+def parse_joint(text: Optional[str], fields: Sequence[str] = CLUE_FIELDS) -> Optional[Dict[str, Optional[str]]]:
+    """The field → clue dict of a joint (JSON) answer; None when no field can be read from it."""
+    if text is None:
+        return None
+    s = str(text).strip()
+    s = re.sub(r"^```(?:json)?\s*|\s*```$", "", s)
+    obj = None
+    start, end = s.find("{"), s.rfind("}")
+    if start != -1 and end > start:
+        blob = s[start:end + 1]
+        for loader in (json.loads, ast.literal_eval):
+            try:
+                obj = loader(blob)
+                break
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                continue
+    if not isinstance(obj, dict):  # lenient: "title": "..." lines in a broken object
+        obj = {}
+        for f in fields:
+            m = re.search(r"[\"']?" + f + r"[\"']?\s*:\s*(?:\"((?:[^\"\\]|\\.)*)\"|([^,\n}]*))", s, re.I)
+            if m:
+                obj[f] = (m.group(1) if m.group(1) is not None else m.group(2)).strip()
+        if not obj:
+            return None
+    lowered = {str(k).strip().lower(): v for k, v in obj.items()}
+    if "genres" in lowered and "genre" not in lowered:
+        lowered["genre"] = lowered["genres"]
+    if not any(f in lowered for f in fields):
+        return None
+    return {f: clean_answer(lowered.get(f), field=f) for f in fields}
+
+
+class ClueDecomposer(pt.Transformer):
+    """Adds ``clue_<field>`` columns (None = N/A) and ``clue_year`` to a query frame using an LLM."""
+
+    def __init__(self, llm, mode: str = "extractive", strategy: str = "per_field",
+                 fields: Sequence[str] = CLUE_FIELDS, grounding: float = 0.8,
+                 reference_year: Union[int, str, None] = None, prompt_dir: Union[str, Path, None] = None,
+                 query_column: str = "query", max_query_chars: int = 6000, verbose: bool = True):
+        if mode not in MODES:
+            raise ValueError(f"ClueDecomposer mode must be one of {MODES}, not {mode!r}")
+        if strategy not in STRATEGIES:
+            raise ValueError(f"ClueDecomposer strategy must be one of {STRATEGIES}, not {strategy!r}")
+        for f in fields:
+            clue_column(f)  # validates the name
+        if not fields:
+            raise ValueError("ClueDecomposer needs at least one field")
+        self.llm, self.mode, self.strategy, self.fields = llm, mode, strategy, tuple(fields)
+        self.grounding = float(grounding)
+        self.reference_year, self.prompt_dir = reference_year, prompt_dir
+        self.query_column, self.max_query_chars, self.verbose = query_column, int(max_query_chars), verbose
+        if strategy == "joint":
+            self.prompts = {"joint": load_prompt(f"joint_{mode}", prompt_dir)}
+        else:
+            self.prompts = {f: load_prompt(f"{mode}_{f}", prompt_dir) for f in self.fields}
+        self.reset_stats()
+
+    # -- counters ---------------------------------------------------------------------------------------------
+    def reset_stats(self) -> None:
+        self.stats: Dict[str, Dict[str, int]] = {f: {c: 0 for c in _COUNTERS} for f in self.fields}
+
+    def stats_frame(self) -> pd.DataFrame:
+        """The counters as a frame, one row per field, with the share of queries that got a clue."""
+        df = pd.DataFrame(self.stats).T
+        df["pct_not_na"] = 100.0 * df["found"] / df["asked"].where(df["asked"] > 0)
+        return df
+
+    # -- transform --------------------------------------------------------------------------------------------
+    def _ref_years(self, inp: pd.DataFrame) -> List[Optional[int]]:
+        if isinstance(self.reference_year, str):
+            if self.reference_year not in inp.columns:
+                raise KeyError(f"{self!r}: reference_year column {self.reference_year!r} not in the input columns "
+                               f"{list(inp.columns)}")
+            return [None if is_missing(v) else int(v) for v in inp[self.reference_year]]
+        return [self.reference_year] * len(inp)
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        pt.validate.query_frame(inp, extra_columns=[self.query_column])
+        out = inp.copy()
+        if len(out) == 0:
+            for f in self.fields:
+                out[clue_column(f)] = pd.Series(dtype=object)
+            out[YEAR_COLUMN] = pd.Series(dtype="Int64")
+            return out
+        check_queries(out, repr(self), self.query_column)
+        queries = [str(q)[: self.max_query_chars] for q in out[self.query_column]]
+        refs = self._ref_years(out)
+        before = {f: dict(c) for f, c in self.stats.items()}
+        clues: Dict[str, List[Optional[str]]] = defaultdict(lambda: [None] * len(queries))
+        if self.strategy == "joint":
+            prompt = self.prompts["joint"]
+            answers = self.llm.chat_many([prompt.messages(q) for q in queries], prompt_version=prompt.version,
+                                         desc=f"{self.mode} clues (joint)")
+            for i, ans in enumerate(answers):
+                parsed = parse_joint(ans, self.fields) if ans is not None else None
+                for f in self.fields:
+                    st = self.stats[f]
+                    st["asked"] += 1
+                    if ans is None:
+                        st["failed"] += 1
+                    elif parsed is None:
+                        st["unparsable"] += 1
+                    else:
+                        clues[f][i] = self._keep(f, parsed[f], queries[i])
+        else:
+            reqs, where = [], []
+            for i, q in enumerate(queries):
+                for f in self.fields:
+                    reqs.append(self.prompts[f].messages(q))
+                    where.append((i, f))
+            answers = self.llm.chat_many(reqs, prompt_version=[self.prompts[f].version for _, f in where],
+                                         desc=f"{self.mode} clues (per field)")
+            for (i, f), ans in zip(where, answers):
+                st = self.stats[f]
+                st["asked"] += 1
+                if ans is None:
+                    st["failed"] += 1
+                else:
+                    clues[f][i] = self._keep(f, clean_answer(ans, field=f), queries[i])
+        for f in self.fields:
+            col = clues[f]
+            self.stats[f]["found"] += sum(c is not None for c in col)
+            self.stats[f]["na"] += sum(c is None for c in col)
+            out[clue_column(f)] = pd.Series(col, index=out.index, dtype=object)
+        dates = clues["date"] if "date" in self.fields else [None] * len(queries)
+        out[YEAR_COLUMN] = pd.array([latest_possible_year(d, r) if d else None for d, r in zip(dates, refs)],
+                                    dtype="Int64")
+        self._warn(before, len(queries))
+        return out
+
+    def _keep(self, field: str, clue: Optional[str], query: str) -> Optional[str]:
+        if clue is None:
+            return None
+        if self.mode == "extractive" and groundedness(clue, query) < self.grounding:
+            self.stats[field]["ungrounded"] += 1
+            return None
+        return clue
+
+    def _warn(self, before: Dict[str, Dict[str, int]], n: int) -> None:
+        failed = sum(self.stats[f]["failed"] - before[f]["failed"] for f in self.fields)
+        bad = sum(self.stats[f]["unparsable"] - before[f]["unparsable"] for f in self.fields)
+        if failed or bad:
+            warnings.warn(f"{self!r}: over {n} queries, {failed} field answer(s) failed and {bad} could not be "
+                          f"parsed; those fields are N/A (counters in .stats)")
+
+    def __repr__(self):
+        extra = "" if self.fields == CLUE_FIELDS else f", fields={list(self.fields)}"
+        return f"ClueDecomposer({self.llm!r}, mode={self.mode!r}, strategy={self.strategy!r}{extra})"

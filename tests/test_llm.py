@@ -1,0 +1,387 @@
+"""The LLM layer against a scripted OpenAI-compatible stub server: retries, faults, cache, resume after kill -9,
+the clue decomposer (extractive / predictive, per-field / joint) and the rewriting baselines."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pyterrier as pt
+import pytest
+
+from openai_stub import OpenAIStub
+from pyterrier_tot.clue_decomposer import ClueDecomposer, clean_answer, groundedness, parse_joint
+from pyterrier_tot.clues import CLUE_COLUMNS, CLUE_FIELDS, YEAR_COLUMN
+from pyterrier_tot.llm import LLM, LLMConfigurationError, LLMUsage
+from pyterrier_tot.llm_cache import LLMCache, request_key
+from pyterrier_tot.prompt_templates import Prompt, available_prompts, load_prompt
+from pyterrier_tot.query_rewriters import ClueConcatenator, HyDE, LLMQueryRewriter
+
+ANIMALS = ["fox", "owl", "otter", "badger", "whale", "mouse", "heron", "tortoise"]
+COLOURS = ["bright yellow", "dark green", "pale blue", "deep red"]
+WORDS = ["Moon", "River", "Lantern", "Secret", "Winter", "Garden"]
+
+
+def make_queries(n=24):
+    rows, truth = [], {}
+    for i in range(n):
+        animal, colour, word = ANIMALS[i % 8], COLOURS[i % 4], WORDS[i % 6]
+        year = 1990 + i
+        q = (f"I read a book around {year} about a {animal} who builds a boat to find its lost family. "
+             f"The cover was {colour} with a {animal} on it. I think the title had the word {word} in it.")
+        if i % 3 == 0:
+            q += " It was a children's adventure."
+        rows.append({"qid": f"q{i}", "query": q})
+        truth[q] = {"title": f"the title had the word {word} in it", "author": None, "date": f"around {year}",
+                    "cover": f"{colour} with a {animal} on it", "genre": None if i % 3 else "children's adventure",
+                    "plot": f"a {animal} who builds a boat to find its lost family"}
+        if i % 5 == 4:  # a hallucinated, ungrounded author the extractive check must drop
+            truth[q]["author"] = "Herman Melville"
+    return pd.DataFrame(rows), truth
+
+
+TOPICS, TRUTH = make_queries()
+_SYSTEM = {}
+for _m in ("extractive", "predictive"):
+    for _f in CLUE_FIELDS:
+        _SYSTEM[load_prompt(f"{_m}_{_f}").template[0]["content"]] = _f
+    _SYSTEM[load_prompt(f"joint_{_m}").template[0]["content"]] = "joint"
+_SYSTEM[load_prompt("rewrite").template[0]["content"]] = "rewrite"
+_SYSTEM[load_prompt("hyde").template[0]["content"]] = "hyde"
+
+
+def responder(messages):
+    kind = _SYSTEM[messages[0]["content"]]
+    query = messages[-1]["content"].removeprefix("Request: ")
+    info = TRUTH.get(query, {})
+    if kind == "joint":
+        if "garbage" in query:
+            return "Sorry, I cannot help with that."
+        return json.dumps({f: info.get(f) or "N/A" for f in CLUE_FIELDS})
+    if kind == "rewrite":
+        return "REWRITTEN " + " ".join(query.split()[:5])
+    if kind == "hyde":
+        return "A story about " + " ".join(query.split()[-6:])
+    return info.get(kind) or "N/A"
+
+
+def make_llm(stub, tmp_path, name="cache.sqlite3", **kw):
+    kw.setdefault("concurrency", 4)
+    return LLM(model="stub", base_url=stub.base_url, api_key="sk-test-SECRET-42", cache=tmp_path / name,
+               verbose=False, **kw)
+
+
+# -- prompts ----------------------------------------------------------------------------------------------------
+def test_every_packaged_prompt_parses():
+    names = available_prompts()
+    for mode in ("extractive", "predictive"):
+        assert f"joint_{mode}" in names
+        for f in CLUE_FIELDS:
+            assert f"{mode}_{f}" in names
+    for name in names:
+        p = load_prompt(name)
+        msgs = p.messages("a {curly} query")
+        assert msgs[0]["role"] == "system" and msgs[-1]["role"] == "user"
+        assert msgs[-1]["content"].endswith("a {curly} query")
+        assert len(msgs) >= 5, f"{name} should carry few-shot examples"
+
+
+def test_prompt_dir_overrides_and_bad_prompt(tmp_path):
+    (tmp_path / "rewrite.txt").write_text("[system]\nBe brief.\n[user]\nQ: {query}\n")
+    p = load_prompt("rewrite", tmp_path)
+    assert p.messages("x")[-1]["content"] == "Q: x"
+    assert p.version != load_prompt("rewrite").version
+    with pytest.raises(ValueError, match="must end with a \\[user\\]"):
+        Prompt("bad", "[system]\nno placeholder\n")
+
+
+# -- parsing and grounding ----------------------------------------------------------------------------------------
+def test_clean_answer_and_na_spellings():
+    for na in ["N/A", "n/a.", " NA ", "None", "Not mentioned.", "'N/A'", "Cover clue: N/A", ""]:
+        assert clean_answer(na) is None, na
+    assert clean_answer('Title: "The Red Moon"') == "The Red Moon"
+    assert clean_answer("The Red Moon\nblah blah more text", field="title") == "The Red Moon"
+    assert clean_answer("para one\nline two\n\npara two", field="plot") == "para one\nline two"
+    assert clean_answer(["fantasy", "N/A", "young adult"]) == "fantasy, young adult"
+
+
+def test_parse_joint_variants():
+    ok = parse_joint('Here you go:\n```json\n{"title": "Moon", "author": "N/A", "genres": ["a", "b"]}\n```')
+    assert ok["title"] == "Moon" and ok["author"] is None and ok["genre"] == "a, b" and ok["plot"] is None
+    broken = parse_joint('{"title": "Moon River", "date": "around 1999", "plot": "a fox who')  # truncated
+    assert broken["title"] == "Moon River" and broken["date"] == "around 1999"
+    assert parse_joint("I am sorry, I cannot do that.") is None
+    assert parse_joint('{"scene": "x", "mood": "y"}') is None
+    assert parse_joint("{'title': 'Single quotes'}")["title"] == "Single quotes"
+
+
+def test_groundedness():
+    q = "I think the cover was bright yellow with a fox, read it in the late 90s"
+    assert groundedness("bright yellow with a fox", q) == 1.0
+    assert groundedness("brigth yelow with a fox", q) == 1.0  # typos still match
+    assert groundedness("Herman Melville", q) == 0.0
+    assert 0 < groundedness("a yellow submarine", q) < 1
+
+
+# -- LLM backend ------------------------------------------------------------------------------------------------
+def test_chat_usage_cache_and_repr(tmp_path):
+    with OpenAIStub(responder) as stub:
+        llm = make_llm(stub, tmp_path)
+        msgs = load_prompt("rewrite").messages("a fox in a boat")
+        assert llm.chat(msgs) == "REWRITTEN a fox in a boat"
+        assert llm.usage.calls == 1 and llm.usage.completion_tokens == 6 and llm.usage.prompt_tokens > 0
+        assert llm.chat(msgs) == "REWRITTEN a fox in a boat"
+        assert stub.requests == 1 and llm.usage.cache_hits == 1 and llm.usage.requests == 2
+        llm.chat(msgs, temperature=0.7)  # other sampling parameters: another cache entry
+        assert stub.requests == 2
+    assert "SECRET" not in repr(llm) and "stub" in repr(llm)
+    assert b"SECRET" not in (tmp_path / "cache.sqlite3").read_bytes()
+    assert stub.api_keys == {"Bearer sk-test-SECRET-42"}  # the key went to the server, and only there
+    old = llm.reset_usage()
+    assert isinstance(old, LLMUsage) and old.requests == 3 and llm.usage.requests == 0
+
+
+def test_request_key_covers_model_messages_params_version():
+    m = [{"role": "user", "content": "x"}]
+    base = request_key("a", m, {"temperature": 0}, "v1")
+    assert base == request_key("a", m, {"temperature": 0}, "v1")
+    assert len({base, request_key("b", m, {"temperature": 0}, "v1"),
+                request_key("a", [{"role": "user", "content": "y"}], {"temperature": 0}, "v1"),
+                request_key("a", m, {"temperature": 1}, "v1"), request_key("a", m, {"temperature": 0}, "v2")}) == 5
+
+
+def test_configuration_errors_are_loud_and_fast(tmp_path, monkeypatch):
+    monkeypatch.delenv("PYTERRIER_TOT_LLM_MODEL", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(LLMConfigurationError, match="model"):
+        LLM(cache=False)
+    with pytest.raises(LLMConfigurationError, match="API key"):
+        LLM(model="gpt-x", cache=False)
+    with OpenAIStub(responder, status=401) as stub:
+        llm = make_llm(stub, tmp_path)
+        t0 = time.time()
+        with pytest.raises(LLMConfigurationError, match="refused"):
+            ClueDecomposer(llm, strategy="joint")(TOPICS.head(2))
+        assert time.time() - t0 < 5 and stub.requests <= 4
+
+
+def test_environment_variables(tmp_path, monkeypatch):
+    with OpenAIStub(responder) as stub:
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+        monkeypatch.setenv("PYTERRIER_TOT_LLM_MODEL", "stub-env")
+        llm = LLM(cache=False, verbose=False)
+        assert llm.model == "stub-env" and llm.base_url == stub.base_url
+        assert llm.chat(load_prompt("rewrite").messages("owl")) == "REWRITTEN owl"
+
+
+def test_concurrency_is_bounded(tmp_path):
+    with OpenAIStub(responder, delay=0.05) as stub:
+        llm = make_llm(stub, tmp_path, concurrency=3)
+        ClueDecomposer(llm, "extractive", "per_field")(TOPICS.head(6))
+    assert 1 < stub.max_in_flight <= 3
+    assert stub.requests == 36
+
+
+# -- decomposer --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("strategy", ["per_field", "joint"])
+def test_extractive_clues_and_grounding(tmp_path, strategy):
+    with OpenAIStub(responder) as stub:
+        llm = make_llm(stub, tmp_path)
+        dec = ClueDecomposer(llm, "extractive", strategy)
+        out = dec(TOPICS)
+    assert stub.requests == len(TOPICS) * (6 if strategy == "per_field" else 1)
+    assert list(out["qid"]) == list(TOPICS["qid"]) and "query" in out
+    for col in CLUE_COLUMNS:
+        assert col in out
+    row = out.iloc[0]
+    assert row["clue_title"] == "the title had the word Moon in it"
+    assert row["clue_date"] == "around 1990" and row[YEAR_COLUMN] == 1990
+    assert row["clue_author"] is None  # the model said N/A
+    assert out[YEAR_COLUMN].dtype == "Int64"
+    # the hallucinated author of every fifth query is dropped by the span check and counted
+    assert out["clue_author"].isna().all()
+    assert dec.stats["author"]["ungrounded"] == len(TOPICS) // 5
+    assert dec.stats["plot"]["found"] == len(TOPICS) and dec.stats["genre"]["found"] == len(TOPICS[::3])
+    frame = dec.stats_frame()
+    assert frame.loc["plot", "pct_not_na"] == 100.0
+    assert "strategy=" in repr(dec) and "extractive" in repr(dec)
+
+
+def test_predictive_keeps_guesses(tmp_path):
+    with OpenAIStub(responder) as stub:
+        out = ClueDecomposer(make_llm(stub, tmp_path), "predictive", "joint")(TOPICS)
+    assert (out["clue_author"] == "Herman Melville").sum() == len(TOPICS) // 5
+
+
+def test_reference_year_column_and_relative_dates(tmp_path):
+    def years(messages):
+        return json.dumps({"date": "about 15 years ago", "plot": "a fox"})
+    topics = pd.DataFrame({"qid": ["a", "b"], "query": ["read it about 15 years ago, a fox"] * 2,
+                           "asked": [2020, 2010]})
+    with OpenAIStub(years) as stub:
+        out = ClueDecomposer(make_llm(stub, tmp_path), strategy="joint", reference_year="asked")(topics)
+        assert list(out[YEAR_COLUMN]) == [2005, 1995]
+        with pytest.raises(KeyError, match="nope"):
+            ClueDecomposer(make_llm(stub, tmp_path), strategy="joint", reference_year="nope")(topics)
+
+
+def test_bad_input_and_empty_frames(tmp_path):
+    with OpenAIStub(responder) as stub:
+        dec = ClueDecomposer(make_llm(stub, tmp_path), strategy="joint")
+        with pytest.raises(KeyError, match="query"):
+            dec(pd.DataFrame({"qid": ["1"], "text": ["x"]}))
+        with pytest.raises(ValueError, match="empty 'query'"):
+            dec(pd.DataFrame({"qid": ["1", "2"], "query": ["fine", "  "]}))
+        empty = dec(pd.DataFrame({"qid": pd.Series(dtype=str), "query": pd.Series(dtype=str)}))
+        assert len(empty) == 0 and "clue_plot" in empty
+        assert stub.requests == 0
+    with pytest.raises(ValueError, match="mode"):
+        ClueDecomposer(None, mode="creative")
+    with pytest.raises(ValueError, match="strategy"):
+        ClueDecomposer(None, strategy="both")
+    with pytest.raises(ValueError, match="unknown clue field"):
+        ClueDecomposer(None, fields=["isbn"])
+
+
+@pytest.mark.parametrize("strategy", ["per_field", "joint"])
+def test_faults_are_retried_and_results_equal_a_clean_run(tmp_path, strategy):
+    with OpenAIStub(responder) as clean:
+        expected = ClueDecomposer(make_llm(clean, tmp_path, "clean.sqlite3"), "extractive", strategy)(TOPICS)
+    with OpenAIStub(responder, fault_rate=0.3, seed=7, slow_seconds=1.5) as faulty:
+        llm = make_llm(faulty, tmp_path, "faulty.sqlite3", timeout=0.5, backoff=0.01, max_backoff=0.05,
+                       max_retries=10)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no query may fail once retried
+            got = ClueDecomposer(llm, "extractive", strategy)(TOPICS)
+    assert all(faulty.faults_served[f] > 0 for f in ("timeout", "429", "500", "malformed")), faulty.faults_served
+    assert llm.usage.retries == sum(faulty.faults_served.values()) and llm.usage.failures == 0
+    pd.testing.assert_frame_equal(got, expected)
+
+
+def test_persistent_failures_become_na_with_warning_and_counter(tmp_path):
+    topics = TOPICS.head(6).copy()
+    topics.loc[2, "query"] = "garbage request about a heron"
+    poison = topics.loc[4, "query"]
+    with OpenAIStub(responder, always_fail=lambda m: m[-1]["content"].endswith(poison)) as stub:
+        llm = make_llm(stub, tmp_path, max_retries=2, backoff=0.01)
+        dec = ClueDecomposer(llm, "extractive", "joint")
+        with pytest.warns(UserWarning, match="failed"):
+            out = dec(topics)
+    assert list(out["qid"]) == list(topics["qid"])  # no query lost
+    assert out.loc[4, list(CLUE_COLUMNS)].isna().all() and out.loc[2, list(CLUE_COLUMNS)].isna().all()
+    assert out.loc[0, "clue_plot"] is not None
+    assert dec.stats["plot"]["failed"] == 1 and dec.stats["plot"]["unparsable"] == 1
+    assert llm.usage.failures == 1 and llm.usage.retries == 2
+    # failures are not cached: the next run asks again (and only for those)
+    before = stub.requests
+    with OpenAIStub(responder) as healed:
+        llm2 = LLM(model="stub", base_url=healed.base_url, api_key="k", cache=tmp_path / "cache.sqlite3", verbose=False)
+        out2 = ClueDecomposer(llm2, "extractive", "joint")(topics)
+    assert healed.requests == 1 and before > 0
+    assert out2.loc[4, "clue_plot"] is not None
+
+
+def test_repeated_experiment_makes_zero_calls(tmp_path):
+    with OpenAIStub(responder) as stub:
+        llm = make_llm(stub, tmp_path)
+        first = ClueDecomposer(llm, "predictive", "per_field")(TOPICS)
+        n = stub.requests
+        llm.reset_usage()
+        again = ClueDecomposer(make_llm(stub, tmp_path), "predictive", "per_field")(TOPICS)
+    assert stub.requests == n
+    pd.testing.assert_frame_equal(first, again)
+
+
+_KILL_SCRIPT = textwrap.dedent("""
+    import sys
+    import pandas as pd
+    from pyterrier_tot.llm import LLM
+    from pyterrier_tot.clue_decomposer import ClueDecomposer
+    base_url, cache, qfile = sys.argv[1:4]
+    topics = pd.read_json(qfile, orient="records", dtype={"qid": str})
+    llm = LLM(model="stub", base_url=base_url, api_key="sk-test", cache=cache, concurrency=1, verbose=False)
+    ClueDecomposer(llm, "extractive", "per_field")(topics)
+    print("finished")
+""")
+
+
+def test_kill_9_mid_run_resumes_from_cache(tmp_path):
+    script, qfile, cache = tmp_path / "run.py", tmp_path / "topics.json", tmp_path / "kill.sqlite3"
+    script.write_text(_KILL_SCRIPT)
+    TOPICS.to_json(qfile, orient="records")
+    total = len(TOPICS) * 6
+    with OpenAIStub(responder) as clean:
+        expected = ClueDecomposer(make_llm(clean, tmp_path, "ref.sqlite3"), "extractive", "per_field")(TOPICS)
+    with OpenAIStub(responder, delay=0.05) as stub:
+        proc = subprocess.Popen([sys.executable, str(script), stub.base_url, str(cache), str(qfile)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        deadline = time.time() + 120
+        while stub.answered < 30 and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        assert proc.poll() is None, proc.stdout.read().decode()[-2000:]
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+        answered_before_kill = stub.answered
+        kept = len(LLMCache(cache))
+        # every answer the client got was stored (the last one may have been in flight when it died)
+        assert answered_before_kill - 1 <= kept <= answered_before_kill < total and kept >= 25
+        llm = LLM(model="stub", base_url=stub.base_url, api_key="sk-test", cache=cache, concurrency=1, verbose=False)
+        resumed = ClueDecomposer(llm, "extractive", "per_field")(TOPICS)
+        assert stub.answered - answered_before_kill == total - kept  # only the missing answers were asked
+        assert llm.usage.cache_hits == kept
+    pd.testing.assert_frame_equal(resumed, expected)
+
+
+# -- rewriting baselines -----------------------------------------------------------------------------------------
+def test_llm_rewriter_and_hyde_push_queries(tmp_path):
+    with OpenAIStub(responder) as stub:
+        llm = make_llm(stub, tmp_path)
+        out = LLMQueryRewriter(llm)(TOPICS.head(3))
+        assert list(out["query_0"]) == list(TOPICS.head(3)["query"])
+        assert out["query"].str.startswith("REWRITTEN I read a").all()
+        hy = HyDE(llm, combine="append")(TOPICS.head(2))
+        assert hy.loc[0, "query"].startswith(TOPICS.loc[0, "query"]) and "A story about" in hy.loc[0, "query"]
+        assert HyDE(llm)(TOPICS.head(1)).loc[0, "query"].startswith("A story about")
+        assert "rewrite" in repr(LLMQueryRewriter(llm)) and "combine='append'" in repr(HyDE(llm, combine="append"))
+
+
+def test_rewriter_failure_keeps_the_original_query(tmp_path):
+    with OpenAIStub(responder, always_fail=lambda m: "otter" in m[-1]["content"]) as stub:
+        rw = LLMQueryRewriter(make_llm(stub, tmp_path, max_retries=1, backoff=0.01))
+        with pytest.warns(UserWarning):
+            out = rw(TOPICS.head(4))
+    assert out.loc[2, "query"] == TOPICS.loc[2, "query"] and rw.failures == 1
+    assert out.loc[0, "query"].startswith("REWRITTEN")
+
+
+def test_clue_concatenator():
+    frame = pd.DataFrame({"qid": ["1", "2"], "query": ["orig one", "orig two"],
+                          "clue_title": ["Moon", None], "clue_plot": ["a fox", None], "clue_cover": [None, "N/A"]})
+    out = ClueConcatenator()(frame)
+    assert list(out["query"]) == ["Moon. a fox", "orig two"] and list(out["query_0"]) == ["orig one", "orig two"]
+    labelled = ClueConcatenator(fields=["plot", "title"], labels=True, separator=" | ")(frame)
+    assert labelled.loc[0, "query"] == "plot: a fox | title: Moon"
+    with pytest.raises(KeyError, match="clue columns"):
+        ClueConcatenator()(frame[["qid", "query"]])
+
+
+def test_decomposer_composes_in_a_pipeline_and_experiment(tmp_path, tiny_frame):
+    import pyterrier_tot as ptt
+    index = ptt.BookIndex(tiny_frame, path=tmp_path / "idx")
+    topics = pd.DataFrame({"qid": ["1"], "query": ["I read a book about a dragon and a blacksmith who fly to the red moon"]})
+    qrels = pd.DataFrame({"qid": ["1"], "docno": ["b2"], "label": [1]})
+    TRUTH[topics.loc[0, "query"]] = {"plot": "a dragon and a blacksmith who fly to the red moon"}
+    with OpenAIStub(responder) as stub:
+        llm = make_llm(stub, tmp_path)
+        pipe = ClueDecomposer(llm, "extractive", "joint") >> ClueConcatenator() >> index.bm25()
+        res = pt.Experiment([pipe, HyDE(llm) >> index.bm25()], topics, qrels, ["recip_rank"],
+                            names=["E", "H"])
+    assert res.set_index("name")["recip_rank"].tolist() == [1.0, 1.0]
