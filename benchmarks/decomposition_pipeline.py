@@ -1,13 +1,14 @@
 """The decomposition pipeline measured on Reddit-TOMT (Books) validation: baselines, single experts (the paper's
 Table 6), the fused pipeline, and a corpus-size curve (the paper's Figure 2).
 
-    .venv/bin/python benchmarks/decomposition_pipeline.py [--fit-queries 300] [--no-curve] [--no-ft]
+    .venv/bin/python benchmarks/decomposition_pipeline.py [--train-ft] [--fit-queries 300] [--no-curve] [--no-ft]
 
 Protocol
 - Fuser weights are fitted (coordinate ascent, Recall@5) on a slice of the TRAIN split (300 queries,
   ``topics.sample(300, random_state=0)``) with rule clues; validation is only ever evaluated.
 - The fine-tuned base retriever (``~/.cache/pyterrier_tot/models/base-minilm-reddit-train-minus-fit300-e1``,
-  made by ``expert_training.train_base_retriever`` on the other 1,553 training queries) is used when present.
+  made by ``expert_training.train_base_retriever`` on the other 1,553 training queries) is used when present;
+  ``--train-ft`` trains it first when it is missing.
 - Clues: the project's ``RuleClueExtractor`` when importable, else a small rule extractor defined below (said in
   the output); LLM clues from ``benchmarks/results/clues_validation_<method>.jsonl`` when committed.
 - Reddit-TOMT books have only title + text: author / genre experts see empty book fields and the date expert is
@@ -34,7 +35,7 @@ import pyterrier_tot as ptt  # noqa: E402
 from pyterrier_tot._util import cache_dir, is_missing  # noqa: E402
 from pyterrier_tot.clues import CLUE_COLUMNS, YEAR_COLUMN, clue_column  # noqa: E402
 from pyterrier_tot.date_expert import DateExpert  # noqa: E402
-from pyterrier_tot.expert_training import load_clue_cache, training_metadata  # noqa: E402
+from pyterrier_tot.expert_training import load_clue_cache, train_base_retriever, training_metadata  # noqa: E402
 from pyterrier_tot.field_expert import FieldExpert, base_expert  # noqa: E402
 from pyterrier_tot.pipeline import ClueLookup, decomposition_pipeline  # noqa: E402
 from pyterrier_tot.weighted_fuser import WeightedFuser  # noqa: E402
@@ -159,6 +160,10 @@ def main():
     ap.add_argument("--fit-queries", type=int, default=300)
     ap.add_argument("--no-curve", action="store_true")
     ap.add_argument("--no-ft", action="store_true")
+    ap.add_argument("--no-birco", action="store_true")
+    ap.add_argument("--train-ft", action="store_true",
+                    help="train the fine-tuned base first when it is missing (train split minus the fitting slice, "
+                         "1 epoch, the expert_training defaults; about 40 min on 2 CPU cores)")
     ap.add_argument("--check-pipeline", action="store_true",
                     help="also run decomposition_pipeline(...)(topics) end to end (same numbers, twice the time)")
     ap.add_argument("--k", type=int, default=100, help="base retriever candidate depth")
@@ -181,6 +186,12 @@ def main():
     print("clues:", extractor_label)
 
     ft = None
+    if args.train_ft and not args.no_ft and not (FT_DIR / "pyterrier_tot_training.json").exists():
+        rest = train[~train["qid"].isin(fit_topics["qid"])]
+        print(f"training the fine-tuned base on {len(rest)} train queries into {FT_DIR}")
+        t0 = time.time()
+        train_base_retriever(rest, tqrels, index.corpus, output_dir=FT_DIR)
+        timings["ft_train_s"] = round(time.time() - t0, 1)
     if not args.no_ft and (FT_DIR / "pyterrier_tot_training.json").exists():
         ft = str(FT_DIR)
         ft_meta = training_metadata(FT_DIR)
@@ -244,17 +255,7 @@ def main():
                        "note": "Reddit-TOMT books have no year: score is the neutral 1.0 for every book"})
 
     # ---------------------------------------------------------------- fused pipeline
-    experts = {}
-    if ft:
-        experts["dense_ft"] = base_expert(index, "dense", model=ft)
-    experts["dense"] = base_expert(index, "dense")
-    experts["bm25"] = base_expert(index, "bm25")
-    experts["title"] = FieldExpert(index, "title", "dense")
-    experts["title_bm25"] = FieldExpert(index, "title", "bm25")
-    experts["plot"] = FieldExpert(index, "plot", "dense")
-    experts["date"] = DateExpert(index)
-    base_name = "dense_ft" if ft else "dense"
-    cand_experts = ["bm25", "title", "title_bm25"] + (["dense"] if ft else [])
+    experts, base_name, cand_experts = build_experts(index, ft)
     dp = decomposition_pipeline(index, extractor, experts=experts, base=experts[base_name].retriever(args.k),
                                 k=args.k, expert_k=args.expert_k, candidate_experts=cand_experts)
     print(dp)
@@ -303,6 +304,12 @@ def main():
         curve = corpus_curve(index, val, vqrels, val_rules, experts, base_name, weights, args)
         timings["curve_s"] = round(time.time() - t0, 1)
 
+    birco = {}
+    if not args.no_birco:
+        t0 = time.time()
+        birco = birco_section(ft, weights, args)
+        timings["birco_s"] = round(time.time() - t0, 1)
+
     timings["total_s"] = round(time.time() - t_start, 1)
     head = f"Fused pipeline (rules clues, fitted weights)"
     margin = {m: round(results[head][m] - results[best_single][m], 4) for m in ("R@5", "R@10", "R@20", "R@100")}
@@ -313,8 +320,52 @@ def main():
                "clues": extractor_label, "clue_sets": list(clue_sets), "fine_tuned": ft_meta,
                "candidates": {"base": base_name, "k": args.k, "expert_k": args.expert_k, "experts": cand_experts},
                "results": results, "best_single": best_single, "margin_fused_vs_best_single": margin,
-               "table6": table6, "curve": curve, "timings": timings}
+               "table6": table6, "curve": curve, "birco": birco, "timings": timings}
     _common.write_results(NAME, payload, markdown(payload))
+
+
+def build_experts(index, ft):
+    """The benchmark's experts over ``index`` (same names on every corpus, so fitted weights transfer)."""
+    experts = {}
+    if ft:
+        experts["dense_ft"] = base_expert(index, "dense", model=ft)
+    experts["dense"] = base_expert(index, "dense")
+    experts["bm25"] = base_expert(index, "bm25")
+    experts["title"] = FieldExpert(index, "title", "dense")
+    experts["title_bm25"] = FieldExpert(index, "title", "bm25")
+    experts["plot"] = FieldExpert(index, "plot", "dense")
+    experts["date"] = DateExpert(index)
+    base_name = "dense_ft" if ft else "dense"
+    cand_experts = ["bm25", "title", "title_bm25"] + (["dense"] if ft else [])
+    return experts, base_name, cand_experts
+
+
+def birco_section(ft, weights, args) -> dict:
+    """BIRCO WhatsThatBook dev: the same-run baselines and the fused pipeline with the weights fitted on Reddit
+    train (BIRCO has no training split, so nothing is fitted on it). Its books have no titles: the title experts
+    score nothing there."""
+    ds = ptt.get_dataset("birco-wtb")
+    index = ptt.BookIndex(ds)
+    topics, qrels = ds.get_topics("dev"), ds.get_qrels("dev")
+    extractor, _ = rule_extractor()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*empty title.*")
+        experts, base_name, cand_experts = build_experts(index, ft)
+    systems = {"BM25 (title+text)": index.bm25(), "Dense MiniLM zero-shot": index.dense()}
+    if ft:
+        systems["Dense MiniLM fine-tuned (Reddit train)"] = index.dense(ft)
+    results = {}
+    for name, sys_ in systems.items():
+        results[name] = recall_table(sys_(topics), qrels)
+        print(f"BIRCO {name:40s} {results[name]}")
+    pipe = decomposition_pipeline(index, extractor, experts=experts, base=experts[base_name].retriever(args.k),
+                                  k=args.k, expert_k=args.expert_k, candidate_experts=cand_experts, weights=weights)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*empty title.*")
+        results["Fused pipeline (rules clues, Reddit-fitted weights)"] = recall_table(pipe(topics), qrels)
+    print("BIRCO fused", results["Fused pipeline (rules clues, Reddit-fitted weights)"])
+    best = max(systems, key=lambda n: (results[n]["R@5"], results[n]["R@100"]))
+    return {"n_queries": len(topics), "corpus": len(index), "results": results, "best_single": best}
 
 
 def corpus_curve(index, val, vqrels, val_rules, experts, base_name, weights, args):
@@ -398,6 +449,13 @@ def markdown(p) -> str:
     if p["curve"]:
         lines += ["## Corpus-size curve (paper Figure 2): validation gold books, then other gold books, then "
                   "negatives", "", _common.md_table(pd.DataFrame(p["curve"]).astype({"corpus_size": str})), ""]
+    if p.get("birco"):
+        b = p["birco"]
+        bdf = pd.DataFrame([{"system": k, **{m: v[m] for m in ("R@5", "R@10", "R@20", "R@100", "MRR")}}
+                            for k, v in b["results"].items()])
+        lines += [f"## BIRCO WhatsThatBook dev ({b['n_queries']} queries, {b['corpus']} books; weights fitted on "
+                  "Reddit train, nothing fitted on BIRCO; its books have no titles)", "", _common.md_table(bdf), "",
+                  f"Best single retriever: **{b['best_single']}**.", ""]
     lines += ["## Notes", "",
               "- Reddit-TOMT books have only title + text: the author and genre experts see empty book fields and "
               "the date expert gives the neutral 1.0 to every book, so the title / plot experts and the full-query "

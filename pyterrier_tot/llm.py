@@ -1,5 +1,7 @@
 """The LLM backend every LLM stage of the library uses: chat completions against any OpenAI-compatible server.
 
+Example::
+
     from pyterrier_tot.llm import LLM
     llm = LLM(model="gpt-4o-mini")                       # OPENAI_API_KEY / OPENAI_BASE_URL from the environment
     llm = LLM(model="local", base_url="http://127.0.0.1:8080/v1")  # llama.cpp, vLLM, Ollama, ...

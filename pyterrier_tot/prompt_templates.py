@@ -4,6 +4,8 @@ A prompt file is a chat transcript: a line ``[system]``, ``[user]`` or ``[assist
 starting with ``#`` before the first message are comments. Few-shot examples are user/assistant pairs; the last
 user message holds ``{query}``, replaced by the query text (plain substitution: braces in queries are safe).
 
+Example::
+
     prompt = load_prompt("extractive_cover")
     prompt.messages("I read it in 2003 ... the cover was green")   # list of {"role", "content"}
     prompt.version                                                 # name + hash of the file's text
