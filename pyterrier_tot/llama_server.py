@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import warnings
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
@@ -120,6 +121,12 @@ class LlamaServer:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
+        rc = proc.poll() if proc is not None else None
+        if rc is not None:
+            # the server died on its own while in use (a crash shows as connection errors to the LLM client)
+            why = f"signal {-rc}" if rc < 0 else f"code {rc}"
+            warnings.warn(f"llama_cpp.server ({self.model_path.name}) had exited with {why} before stop(); "
+                          f"requests after that failed. Server log:\n{self._tail()}")
         if proc is not None and proc.poll() is None:
             proc.terminate()
             try:

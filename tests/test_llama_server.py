@@ -48,3 +48,12 @@ def test_smollm2_decomposes_three_real_queries(reddit, tmp_path):
     assert not server.running
     with pytest.raises(OSError):
         urllib.request.urlopen(url + "/models", timeout=2)
+
+
+def test_a_server_that_dies_is_reported_on_stop():
+    server = LlamaServer(n_ctx=512).start()
+    server._proc.kill()
+    server._proc.wait(timeout=10)
+    with pytest.warns(UserWarning, match="had exited with signal 9"):
+        server.stop()
+    assert not server.running
