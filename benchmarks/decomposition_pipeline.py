@@ -163,7 +163,8 @@ def main():
     ap.add_argument("--no-birco", action="store_true")
     ap.add_argument("--train-ft", action="store_true",
                     help="train the fine-tuned base first when it is missing (train split minus the fitting slice, "
-                         "1 epoch, the expert_training defaults; about 5 min on 2 idle CPU cores, much longer when they are shared)")
+                         "1 epoch, the expert_training defaults; about 5 min on 2 idle CPU cores, much longer "
+                         "when they are shared)")
     ap.add_argument("--check-pipeline", action="store_true",
                     help="also run decomposition_pipeline(...)(topics) end to end (same numbers, twice the time)")
     ap.add_argument("--k", type=int, default=100, help="base retriever candidate depth")
