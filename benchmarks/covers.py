@@ -1,7 +1,7 @@
 """Cover ranker benchmark: the synthetic cover task before/after CLIP fine-tuning, and encoding throughput.
 
 No CLIP weights can be downloaded here, so the models are randomly initialised: a tiny open_clip CLIP
-(pyterrier_tot.cover_ranker.TINY_CLIP_CONFIG) for the task, plus a ViT-B-32-sized one for throughput.
+(pyterrier_tot.covers.cover_ranker.TINY_CLIP_CONFIG) for the task, plus a ViT-B-32-sized one for throughput.
 The task: synthetic covers (tests/synthetic_covers.py) with a text description each; covers are split into
 train (with a validation part for checkpoint selection) and held-out test covers; we report text->image top-1
 / top-5 over the held-out covers for the untuned model (same initialisation, same run) and for the fine-tuned
@@ -32,8 +32,8 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from synthetic_covers import make_books, write_covers  # noqa: E402
-from pyterrier_tot.clip_training import CoverClipTrainer  # noqa: E402
-from pyterrier_tot.cover_ranker import TINY_CLIP_CONFIG, ClipModel, CoverIndex, CoverRanker  # noqa: E402
+from pyterrier_tot.covers.clip_training import CoverClipTrainer  # noqa: E402
+from pyterrier_tot.covers.cover_ranker import TINY_CLIP_CONFIG, ClipModel, CoverIndex, CoverRanker  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 

@@ -31,11 +31,11 @@ import pyterrier as pt  # noqa: E402
 from ir_measures import R  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot.clue_decomposer import ClueDecomposer, groundedness  # noqa: E402
-from pyterrier_tot.clues import CLUE_COLUMNS, CLUE_FIELDS, YEAR_COLUMN  # noqa: E402
-from pyterrier_tot.llama_server import LlamaServer  # noqa: E402
-from pyterrier_tot.query_rewriters import ClueConcatenator  # noqa: E402
-from pyterrier_tot.rule_clue_extractor import RuleClueExtractor  # noqa: E402
+from pyterrier_tot.decomposition.clue_decomposer import ClueDecomposer, groundedness  # noqa: E402
+from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, CLUE_FIELDS, YEAR_COLUMN  # noqa: E402
+from pyterrier_tot.llm.llama_server import LlamaServer  # noqa: E402
+from pyterrier_tot.query.rewriters import ClueConcatenator  # noqa: E402
+from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor  # noqa: E402
 
 #: The paper's Table 3, "Total" row: % of WhatsThatBook posts (with at least one clue) per extracted field.
 PAPER_TABLE3 = {"plot": 95.5, "date": 58.5, "cover": 20.4, "title": 30.1, "genre": 32.2, "author": 7.6}

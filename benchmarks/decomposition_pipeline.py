@@ -33,12 +33,12 @@ import pyterrier as pt  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
 from pyterrier_tot._util import cache_dir, is_missing  # noqa: E402
-from pyterrier_tot.clues import CLUE_COLUMNS, YEAR_COLUMN, clue_column  # noqa: E402
-from pyterrier_tot.date_expert import DateExpert  # noqa: E402
-from pyterrier_tot.expert_training import load_clue_cache, train_base_retriever, training_metadata  # noqa: E402
-from pyterrier_tot.field_expert import FieldExpert, base_expert  # noqa: E402
-from pyterrier_tot.pipeline import ClueLookup, decomposition_pipeline  # noqa: E402
-from pyterrier_tot.weighted_fuser import WeightedFuser  # noqa: E402
+from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, YEAR_COLUMN, clue_column  # noqa: E402
+from pyterrier_tot.decomposition.date_expert import DateExpert  # noqa: E402
+from pyterrier_tot.decomposition.expert_training import load_clue_cache, train_base_retriever, training_metadata  # noqa: E402
+from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert  # noqa: E402
+from pyterrier_tot.decomposition.pipeline import ClueLookup, decomposition_pipeline  # noqa: E402
+from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser  # noqa: E402
 
 warnings.filterwarnings("ignore")
 KS = (5, 10, 20, 100)
@@ -81,7 +81,7 @@ _DECADE = re.compile(r"\b(?:(?:19)?([5-9]0)|(20[0-2]0))'?s\b", re.I)
 
 
 class SimpleRuleClues(pt.Transformer):
-    """Fallback clue extraction (only used when pyterrier_tot.rule_clue_extractor is not importable):
+    """Fallback clue extraction (only used when pyterrier_tot.decomposition.rule_clue_extractor is not importable):
     title = quoted spans + sentences mentioning the title; plot = the query minus its [date] tag; genre = known
     genre words; author / cover = sentences mentioning them; clue_year = the latest year or decade end named."""
 
@@ -114,8 +114,8 @@ class SimpleRuleClues(pt.Transformer):
 
 def rule_extractor():
     try:
-        from pyterrier_tot.rule_clue_extractor import RuleClueExtractor
-        return RuleClueExtractor(), "RuleClueExtractor (pyterrier_tot.rule_clue_extractor)"
+        from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor
+        return RuleClueExtractor(), "RuleClueExtractor (pyterrier_tot.decomposition.rule_clue_extractor)"
     except Exception as e:  # noqa: BLE001 - the module is being written in parallel
         return SimpleRuleClues(), f"benchmark-local SimpleRuleClues (RuleClueExtractor unavailable: {type(e).__name__})"
 

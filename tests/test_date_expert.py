@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pyterrier_tot.date_expert import DATE_NEUTRAL, DateExpert
-from pyterrier_tot.retrieval import BookIndex
+from pyterrier_tot.decomposition.date_expert import DATE_NEUTRAL, DateExpert
+from pyterrier_tot.index import BookIndex
 
 
 def frame(rows):

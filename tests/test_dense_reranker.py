@@ -7,7 +7,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from pyterrier_tot.dense_reranker import DenseReranker  # noqa: E402
+from pyterrier_tot.rerank.dense_reranker import DenseReranker  # noqa: E402
 
 BOOKS = pd.DataFrame({
     "docno": [f"d{i}" for i in range(8)],
@@ -119,7 +119,7 @@ def test_empty_frame_bad_input_and_repr(index):
 
 
 def test_composes_in_experiment(index):
-    from pyterrier_tot.hedge_remover import HedgeRemover
+    from pyterrier_tot.query.hedge_remover import HedgeRemover
 
     topics = pd.DataFrame({"qid": ["1", "2"], "query": ["I think maybe a kitten flying to the moon",
                                                        "if I recall, ghosts whispering in a house"]})

@@ -3,10 +3,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pyterrier_tot.expert_training import (build_field_pairs, build_pairs, load_clue_cache, train_biencoder,
+from pyterrier_tot.decomposition.expert_training import (build_field_pairs, build_pairs, load_clue_cache, train_biencoder,
                                            train_field_expert, training_metadata)
-from pyterrier_tot.field_expert import FieldExpert
-from pyterrier_tot.retrieval import BookIndex
+from pyterrier_tot.decomposition.field_expert import FieldExpert
+from pyterrier_tot.index import BookIndex
 
 
 @pytest.fixture

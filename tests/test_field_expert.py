@@ -3,8 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pyterrier_tot.field_expert import NEUTRAL_SCORE, FieldExpert, base_expert
-from pyterrier_tot.retrieval import BookIndex
+from pyterrier_tot.decomposition.field_expert import NEUTRAL_SCORE, FieldExpert, base_expert
+from pyterrier_tot.index import BookIndex
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import pandas as pd
 import pyterrier as pt
 import pytest
 
-from pyterrier_tot.hedge_remover import HedgeRemover, hedge_statistics, read_lexicon
+from pyterrier_tot.query.hedge_remover import HedgeRemover, hedge_statistics, read_lexicon
 
 CASES = json.loads((Path(__file__).parent / "data" / "hedge_cases.json").read_text(encoding="utf8"))["cases"]
 WORD = re.compile(r"[^\W_]+", re.UNICODE)

@@ -5,12 +5,12 @@ import urllib.request
 
 import pytest
 
-from pyterrier_tot.clue_decomposer import ClueDecomposer, groundedness
-from pyterrier_tot.clues import CLUE_COLUMNS, YEAR_COLUMN
-from pyterrier_tot.llama_server import LlamaServer, default_gguf
-from pyterrier_tot.llm import LLMConfigurationError
+from pyterrier_tot.decomposition.clue_decomposer import ClueDecomposer, groundedness
+from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, YEAR_COLUMN
+from pyterrier_tot.llm.llama_server import LlamaServer, default_gguf
+from pyterrier_tot.llm.client import LLMConfigurationError
 from pyterrier_tot.models import ModelUnavailableError
-from pyterrier_tot.query_rewriters import LLMQueryRewriter
+from pyterrier_tot.query.rewriters import LLMQueryRewriter
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the 'llm' extra)")
 

@@ -15,12 +15,12 @@ import pyterrier as pt
 import pytest
 
 from openai_stub import OpenAIStub
-from pyterrier_tot.clue_decomposer import ClueDecomposer, clean_answer, groundedness, parse_joint
-from pyterrier_tot.clues import CLUE_COLUMNS, CLUE_FIELDS, YEAR_COLUMN
-from pyterrier_tot.llm import LLM, LLMConfigurationError, LLMUsage
-from pyterrier_tot.llm_cache import LLMCache, request_key
-from pyterrier_tot.prompt_templates import Prompt, available_prompts, load_prompt
-from pyterrier_tot.query_rewriters import ClueConcatenator, HyDE, LLMQueryRewriter
+from pyterrier_tot.decomposition.clue_decomposer import ClueDecomposer, clean_answer, groundedness, parse_joint
+from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, CLUE_FIELDS, YEAR_COLUMN
+from pyterrier_tot.llm.client import LLM, LLMConfigurationError, LLMUsage
+from pyterrier_tot.llm.cache import LLMCache, request_key
+from pyterrier_tot.llm.templates import Prompt, available_prompts, load_prompt
+from pyterrier_tot.query.rewriters import ClueConcatenator, HyDE, LLMQueryRewriter
 
 ANIMALS = ["fox", "owl", "otter", "badger", "whale", "mouse", "heron", "tortoise"]
 COLOURS = ["bright yellow", "dark green", "pale blue", "deep red"]
@@ -302,8 +302,8 @@ def test_repeated_experiment_makes_zero_calls(tmp_path):
 _KILL_SCRIPT = textwrap.dedent("""
     import sys
     import pandas as pd
-    from pyterrier_tot.llm import LLM
-    from pyterrier_tot.clue_decomposer import ClueDecomposer
+    from pyterrier_tot.llm.client import LLM
+    from pyterrier_tot.decomposition.clue_decomposer import ClueDecomposer
     base_url, cache, qfile = sys.argv[1:4]
     topics = pd.read_json(qfile, orient="records", dtype={"qid": str})
     llm = LLM(model="stub", base_url=base_url, api_key="sk-test", cache=cache, concurrency=1, verbose=False)

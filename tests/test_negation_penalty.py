@@ -6,7 +6,7 @@ import pyterrier as pt
 import pytest
 
 from pyterrier_tot._util import shared_data_dir
-from pyterrier_tot.negation_penalty import NegationPenalty, read_heads
+from pyterrier_tot.query.negation_penalty import NegationPenalty, read_heads
 
 BOOKS = pd.DataFrame({
     "docno": ["memoirs", "forget", "island2", "island1", "ghosts", "kittens", "wild"],

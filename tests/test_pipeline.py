@@ -3,11 +3,11 @@ import pandas as pd
 import pyterrier as pt
 import pytest
 
-from pyterrier_tot.date_expert import DateExpert
-from pyterrier_tot.field_expert import FieldExpert, base_expert
-from pyterrier_tot.pipeline import CandidateUnion, ClueLookup, DecompositionPipeline, decomposition_pipeline
-from pyterrier_tot.retrieval import BookIndex
-from pyterrier_tot.weighted_fuser import WeightedFuser
+from pyterrier_tot.decomposition.date_expert import DateExpert
+from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert
+from pyterrier_tot.decomposition.pipeline import CandidateUnion, ClueLookup, DecompositionPipeline, decomposition_pipeline
+from pyterrier_tot.index import BookIndex
+from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import pyterrier as pt
 import pytest
 
 import pyterrier_tot as ptt
-from pyterrier_tot.retrieval import tokenise_query
+from pyterrier_tot.index import tokenise_query
 
 
 def _q(*pairs):

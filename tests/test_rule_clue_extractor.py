@@ -3,9 +3,9 @@ import time
 import pandas as pd
 import pytest
 
-from pyterrier_tot.clues import CLUE_COLUMNS, YEAR_COLUMN
-from pyterrier_tot.date_resolver import date_mentions, latest_possible_year
-from pyterrier_tot.rule_clue_extractor import RuleClueExtractor, extract_clues
+from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, YEAR_COLUMN
+from pyterrier_tot.decomposition.date_resolver import date_mentions, latest_possible_year
+from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor, extract_clues
 
 
 @pytest.mark.parametrize("text,year", [

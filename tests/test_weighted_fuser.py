@@ -6,7 +6,7 @@ import pandas as pd
 import pyterrier as pt
 import pytest
 
-from pyterrier_tot.weighted_fuser import WeightedFuser
+from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
 
 
 class TableExpert(pt.Transformer):

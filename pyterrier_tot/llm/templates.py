@@ -57,14 +57,14 @@ class Prompt:
 
 @functools.lru_cache(maxsize=None)
 def _packaged(name: str) -> str:
-    f = resources.files("pyterrier_tot").joinpath(f"prompts/{name}.txt")
+    f = resources.files("pyterrier_tot.llm").joinpath(f"prompts/{name}.txt")
     if not f.is_file():
         raise FileNotFoundError(f"no packaged prompt {name!r}; available: {available_prompts()}")
     return f.read_text(encoding="utf8")
 
 
 def available_prompts() -> List[str]:
-    folder = resources.files("pyterrier_tot").joinpath("prompts")
+    folder = resources.files("pyterrier_tot.llm").joinpath("prompts")
     return sorted(p.name[:-4] for p in folder.iterdir() if p.name.endswith(".txt"))
 
 

@@ -9,7 +9,7 @@ The base retriever is trained on (full query, title + text) pairs. The loss is
 Default budget (CPU-sized): 1 epoch, batch 16, ``max_seq_length`` 256, lr 2e-5, 10% linear warm-up. On the
 1,853 Reddit-TOMT training queries that is 116 steps, a few minutes of MiniLM on two CPU cores.
 
-    from pyterrier_tot.expert_training import train_base_retriever, train_field_expert
+    from pyterrier_tot.decomposition.expert_training import train_base_retriever, train_field_expert
     path = train_base_retriever(topics, qrels, index.corpus)          # -> ~/.cache/pyterrier_tot/models/base-...
     dense = index.dense(path)                                         # any loader takes the directory
     title_path = train_field_expert("title", clue_frame, qrels, index.corpus)
@@ -34,7 +34,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 import pandas as pd
 
 from pyterrier_tot._util import cache_dir, is_missing, require_columns
-from pyterrier_tot.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column
+from pyterrier_tot.decomposition.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column
 
 #: Default hyper-parameters (CPU-sized).
 DEFAULTS = dict(epochs=1, batch_size=16, max_seq_length=256, lr=2e-5, warmup_ratio=0.1, seed=42)
@@ -107,7 +107,7 @@ def train_biencoder(pairs: Sequence[Pair], output_dir: Union[str, Path, None] = 
     MultipleNegativesRankingLoss and save it to ``output_dir`` (default under the library cache).
 
     ``max_steps`` caps the optimisation steps (per epoch). Returns the output directory, loadable by
-    :class:`~pyterrier_tot.field_expert.FieldExpert` (``model=path``), ``BookIndex.dense(path)`` or
+    :class:`~pyterrier_tot.decomposition.field_expert.FieldExpert` (``model=path``), ``BookIndex.dense(path)`` or
     ``SentenceTransformer(path)``.
     """
     import numpy as np

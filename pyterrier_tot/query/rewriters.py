@@ -21,9 +21,9 @@ import pandas as pd
 import pyterrier as pt
 
 from pyterrier_tot._util import check_queries, is_missing
-from pyterrier_tot.clue_decomposer import clean_answer
-from pyterrier_tot.clues import CLUE_FIELDS, clue_column
-from pyterrier_tot.prompt_templates import load_prompt
+from pyterrier_tot.decomposition.clue_decomposer import clean_answer
+from pyterrier_tot.decomposition.clues import CLUE_FIELDS, clue_column
+from pyterrier_tot.llm.templates import load_prompt
 
 
 class _LLMRewriter(pt.Transformer):

@@ -30,7 +30,7 @@ import pandas as pd
 import pyterrier as pt
 
 from pyterrier_tot._util import cache_dir, check_queries, empty_scored, require_columns
-from pyterrier_tot.books import BOOK_FIELDS, Book, books_to_frame
+from pyterrier_tot.datasets.books import BOOK_FIELDS, Book, books_to_frame
 
 FieldsArg = Union[str, Sequence[str]]
 _WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
@@ -91,7 +91,7 @@ class BookIndex:
     """Indexes over one book corpus, kept in ``path`` (one sub-folder per backend + field set + model).
 
     ``books`` is a :class:`~pyterrier_tot.datasets.BookDataset`, a book frame (``docno`` + book fields), or an
-    iterable of :class:`~pyterrier_tot.books.Book`. An index whose corpus fingerprint no longer matches is
+    iterable of :class:`~pyterrier_tot.datasets.books.Book`. An index whose corpus fingerprint no longer matches is
     rebuilt (with a warning) rather than silently reused.
     """
 

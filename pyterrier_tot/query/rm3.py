@@ -6,7 +6,7 @@ without internet and without those jars RM3 is unavailable: :func:`terrier_avail
 (it never starts Java in this process and never waits on the network), and :func:`rm3_pipeline` raises
 :class:`TerrierUnavailableError` with the reason::
 
-    from pyterrier_tot.rm3 import terrier_available, rm3_pipeline
+    from pyterrier_tot.query.rm3 import terrier_available, rm3_pipeline
     if terrier_available():
         rm3 = rm3_pipeline(ds)           # Terrier BM25 >> RM3(fb_docs=10, fb_terms=20) >> Terrier BM25
 
@@ -36,8 +36,7 @@ print("TERRIER_OK")
 """
 
 
-class TerrierUnavailableError(RuntimeError):
-    """Terrier (Java + jars) cannot be started here."""
+from pyterrier_tot.errors import TerrierUnavailableError  # noqa: E402  (re-exported)
 
 
 def _pyterrier_home() -> Path:
@@ -92,7 +91,7 @@ def rm3_pipeline(books, fb_docs: int = 10, fb_terms: int = 20, fb_lambda: float 
     ok, reason = terrier_status()
     if not ok:
         raise TerrierUnavailableError(f"RM3 needs Terrier: {reason}")
-    from pyterrier_tot.retrieval import BookIndex, tokenise_query
+    from pyterrier_tot.index import BookIndex, tokenise_query
 
     index = BookIndex(books)
     folder = Path(path) if path else index.path / "terrier-title+text"

@@ -20,7 +20,7 @@ Strategies: ``per_field`` asks one question per field (six calls a query, sent c
 ``joint`` asks one question returning a JSON object for all fields (one call a query).
 
 The date clue is resolved to ``clue_year``, the latest possible publication year, with
-:func:`~pyterrier_tot.date_resolver.latest_possible_year` ("15 years ago", "late 90s", "2002-2005");
+:func:`~pyterrier_tot.decomposition.date_resolver.latest_possible_year` ("15 years ago", "late 90s", "2002-2005");
 ``reference_year`` (an int, or the name of a column holding each query's year) anchors relative dates.
 
 Failures never lose a query: a request that fails after the LLM's retries, or an answer that cannot be parsed,
@@ -42,9 +42,9 @@ import pandas as pd
 import pyterrier as pt
 
 from pyterrier_tot._util import check_queries, is_missing
-from pyterrier_tot.clues import CLUE_FIELDS, YEAR_COLUMN, clue_column
-from pyterrier_tot.date_resolver import latest_possible_year
-from pyterrier_tot.prompt_templates import load_prompt
+from pyterrier_tot.decomposition.clues import CLUE_FIELDS, YEAR_COLUMN, clue_column
+from pyterrier_tot.decomposition.date_resolver import latest_possible_year
+from pyterrier_tot.llm.templates import load_prompt
 
 MODES = ("extractive", "predictive")
 STRATEGIES = ("per_field", "joint")

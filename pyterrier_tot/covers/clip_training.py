@@ -28,7 +28,7 @@ import pandas as pd
 import pyterrier as pt
 
 from pyterrier_tot._util import is_missing
-from pyterrier_tot.cover_ranker import COVER_COLUMN, LONG_CLUE_MODES, ClipModel, load_cover
+from pyterrier_tot.covers.cover_ranker import COVER_COLUMN, LONG_CLUE_MODES, ClipModel, load_cover
 
 PAPER_DEFAULTS = {"batch_size": 4, "lr": 5e-5, "weight_decay": 0.2, "epochs": 10, "optimizer": "adamw"}
 

@@ -50,7 +50,7 @@ def _normalises(encoder) -> Optional[bool]:
 class DenseReranker(pt.Transformer):
     """Re-ranks the top ``k`` of a result frame by bi-encoder cosine (optionally interpolated with the score).
 
-    :param index: a :class:`~pyterrier_tot.retrieval.BookIndex` supplying book text or stored vectors; without
+    :param index: a :class:`~pyterrier_tot.index.BookIndex` supplying book text or stored vectors; without
         one the input frame needs a ``text`` column.
     :param model: any sentence-transformers model name, alias or local directory (default all-MiniLM-L6-v2).
     :param k: how many top results per query are re-scored (default 100).

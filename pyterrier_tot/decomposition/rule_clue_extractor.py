@@ -1,8 +1,8 @@
 """RuleClueExtractor: per-field clues from a ToT query with regular expressions and word lists, no LLM.
 
-Adds the clue columns of :mod:`pyterrier_tot.clues` (``clue_title``, ``clue_author``, ``clue_date``,
+Adds the clue columns of :mod:`pyterrier_tot.decomposition.clues` (``clue_title``, ``clue_author``, ``clue_date``,
 ``clue_cover``, ``clue_genre``, ``clue_plot``) and ``clue_year`` (latest possible publication year, see
-:mod:`pyterrier_tot.date_resolver`); None means N/A. Fast enough for thousands of queries a second.
+:mod:`pyterrier_tot.decomposition.date_resolver`); None means N/A. Fast enough for thousands of queries a second.
 
 - title: quoted strings, or the words after "called", "titled", "the title was/had/is" (up to punctuation);
 - author: the capitalised name after "by", "written by", "the author was/is" (one to three words);
@@ -21,8 +21,8 @@ from typing import Dict, List, Optional
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot.clues import CLUE_COLUMNS, YEAR_COLUMN, clue_column
-from pyterrier_tot.date_resolver import date_mentions
+from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, YEAR_COLUMN, clue_column
+from pyterrier_tot.decomposition.date_resolver import date_mentions
 
 _SENT_RE = re.compile(r"(?<=[.!?\n])\s+")
 _QUOTED_RE = re.compile(r"[\"“”]([^\"“”\n]{2,80})[\"“”]")

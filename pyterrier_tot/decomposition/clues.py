@@ -20,7 +20,7 @@ CLUE_COLUMNS = tuple(clue_column(f) for f in CLUE_FIELDS)
 #: Integer "latest possible publication year" resolved from the date clue.
 YEAR_COLUMN = "clue_year"
 
-#: Which book field each clue is matched against by default (see pyterrier_tot.books).
+#: Which book field each clue is matched against by default (see pyterrier_tot.datasets.books).
 FIELD_FOR_CLUE = {
     "title": "title",
     "author": "author",

@@ -1,6 +1,6 @@
 """The date expert: a symbolic scorer comparing a book's publication year with the clue's latest possible year.
 
-    from pyterrier_tot.date_expert import DateExpert
+    from pyterrier_tot.decomposition.date_expert import DateExpert
     candidates >> DateExpert(index)                 # hard: 1 if year <= clue_year else 0
     candidates >> DateExpert(index, soft=True)      # soft: exp(-(year - clue_year) / tau) after clue_year
 
@@ -18,7 +18,7 @@ clue_year N/A                   neutral   neutral
 
 Scorer mode only: the input is a result frame (``qid``, ``docno``, ``clue_year``); book years come from a
 ``year`` column of the input when present, else from the ``BookIndex`` corpus. ``clue_year`` may be an int,
-a float, a numeric string or a date string ("around 2005"), parsed with ``pyterrier_tot.books.parse_year``.
+a float, a numeric string or a date string ("around 2005"), parsed with ``pyterrier_tot.datasets.books.parse_year``.
 Reddit-TOMT books carry no year, so there every score is neutral.
 """
 from __future__ import annotations
@@ -29,8 +29,8 @@ import pandas as pd
 import pyterrier as pt
 
 from pyterrier_tot._util import empty_scored, is_missing, require_columns
-from pyterrier_tot.books import parse_year
-from pyterrier_tot.clues import YEAR_COLUMN
+from pyterrier_tot.datasets.books import parse_year
+from pyterrier_tot.decomposition.clues import YEAR_COLUMN
 
 #: Score when the book year or the clue year is unknown.
 DATE_NEUTRAL = 1.0

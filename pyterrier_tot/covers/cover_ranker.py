@@ -41,8 +41,9 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot._util import cache_dir, is_missing, is_offline, require_columns
-from pyterrier_tot.clues import clue_column
+from pyterrier_tot._util import cache_dir, hub_reachable, is_missing, is_offline, require_columns
+from pyterrier_tot.errors import CoverImageError, ModelUnavailableError
+from pyterrier_tot.decomposition.clues import clue_column
 from pyterrier_tot.normalise import METHODS as _NORM_METHODS, normalise_scores
 
 logger = logging.getLogger(__name__)
@@ -61,12 +62,6 @@ TINY_CLIP_CONFIG: Dict[str, Any] = {
 }
 
 
-class ModelUnavailableError(RuntimeError):
-    """CLIP weights are neither on disk nor downloadable from here."""
-
-
-class CoverImageError(RuntimeError):
-    """A cover image could not be read (raised only with ``on_error='raise'``)."""
 
 
 def _import_open_clip():
@@ -343,9 +338,7 @@ def _check_pretrained_available(arch: str, tag: str) -> None:
                     return
         except ImportError:  # pragma: no cover
             pass
-    from pyterrier_tot.models import _hub_reachable
-
-    if is_offline() or not _hub_reachable():
+    if not hub_reachable():
         raise ModelUnavailableError(
             f"open_clip {arch}/{tag} weights are not in the local cache and the hub cannot be reached "
             f"(HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE')!r}); download them on a machine with internet, or "

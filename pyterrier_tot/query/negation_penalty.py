@@ -27,7 +27,7 @@ folded). The penalty is applied once per book however many concepts match; the a
 ``negation_penalty`` column (0.0 for untouched books).
 
 Book text comes from ``title`` / ``text`` columns of the result frame when present, else from the
-:class:`~pyterrier_tot.retrieval.BookIndex` passed as ``index``.
+:class:`~pyterrier_tot.index.BookIndex` passed as ``index``.
 """
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def read_heads(source: LexArg = None) -> List[str]:
 class NegationPenalty(pt.Transformer):
     """Subtracts ``w`` from books matching a concept the query negates, then re-ranks.
 
-    :param index: a :class:`~pyterrier_tot.retrieval.BookIndex` to read titles / text from when the result
+    :param index: a :class:`~pyterrier_tot.index.BookIndex` to read titles / text from when the result
         frame has no ``title`` and ``text`` columns.
     :param w: the penalty (default 3.0, the paper's value).
     :param mode: ``"heads"`` or ``"phrase"`` (see module doc).

