@@ -6,12 +6,14 @@ every public name is re-exported here, so ``import pyterrier_tot as ptt; ptt.Hed
 __version__ = "0.2.0"
 
 from pyterrier_tot.errors import (ToTError, ModelUnavailableError, DatasetUnavailableError, LLMConfigurationError,
-                                  LLMFailure, TerrierUnavailableError, CoverImageError, BadInputError)
+                                  LLMFailure, TerrierUnavailableError, CoverImageError, BadInputError,
+                                  UnknownDocnoError)
 from pyterrier_tot.normalise import Normalise, normalise_scores
 from pyterrier_tot.datasets import get_dataset, list_datasets
 from pyterrier_tot.datasets.books import Book, BOOK_FIELDS, parse_year
 from pyterrier_tot.index import BookIndex, tokenise_query
-from pyterrier_tot.models import resolve_model, load_biencoder
+from pyterrier_tot.models import resolve_model, load_biencoder, BiEncoderModel
+from pyterrier_tot.retrievers import SafeRetriever, DenseRetriever, DenseScorer, TextLoader
 from pyterrier_tot.evaluation import (TOT_MEASURES, SHORT_MEASURES, CURVE_MEASURES, tot_experiment, recall_curves,
                                       plot_recall_at_k, write_trec_run, read_trec_run)
 from pyterrier_tot.query import (HedgeRemover, hedge_statistics, NegationPenalty, LLMQueryRewriter, HyDE,
@@ -19,19 +21,20 @@ from pyterrier_tot.query import (HedgeRemover, hedge_statistics, NegationPenalty
 from pyterrier_tot.llm import LLM, LLMUsage, LLMCache, LlamaServer, load_prompt, available_prompts
 from pyterrier_tot.decomposition import (CLUE_FIELDS, CLUE_COLUMNS, YEAR_COLUMN, clue_column, latest_possible_year,
                                          ClueDecomposer, RuleClueExtractor, extract_clues, FieldExpert, base_expert,
-                                         DateExpert, WeightedFuser, train_biencoder, train_base_retriever,
+                                         DateExpert, WeightedFuser, FuserWeights, train_biencoder, train_base_retriever,
                                          train_field_expert, load_clue_cache, decomposition_pipeline,
                                          DecompositionPipeline, CandidateUnion, ClueLookup)
-from pyterrier_tot.covers import CoverRanker, CoverIndex, ClipModel, finetune_clip, CoverClipTrainer
+from pyterrier_tot.covers import CoverRanker, CoverIndex, ClipModel, ClipCheckpoint, finetune_clip, CoverClipTrainer
 from pyterrier_tot.rerank import DenseReranker
 
 __all__ = [
     # errors
     "ToTError", "ModelUnavailableError", "DatasetUnavailableError", "LLMConfigurationError", "LLMFailure",
-    "TerrierUnavailableError", "CoverImageError", "BadInputError",
+    "TerrierUnavailableError", "CoverImageError", "BadInputError", "UnknownDocnoError",
     # data and indexes
     "get_dataset", "list_datasets", "Book", "BOOK_FIELDS", "parse_year", "BookIndex", "tokenise_query",
-    "resolve_model", "load_biencoder", "Normalise", "normalise_scores",
+    "resolve_model", "load_biencoder", "BiEncoderModel", "SafeRetriever", "DenseRetriever", "DenseScorer",
+    "TextLoader", "Normalise", "normalise_scores",
     # evaluation
     "TOT_MEASURES", "SHORT_MEASURES", "CURVE_MEASURES", "tot_experiment", "recall_curves", "plot_recall_at_k",
     "write_trec_run", "read_trec_run",
@@ -42,9 +45,9 @@ __all__ = [
     "LLM", "LLMUsage", "LLMCache", "LlamaServer", "load_prompt", "available_prompts",
     # decomposition
     "CLUE_FIELDS", "CLUE_COLUMNS", "YEAR_COLUMN", "clue_column", "latest_possible_year", "ClueDecomposer",
-    "RuleClueExtractor", "extract_clues", "FieldExpert", "base_expert", "DateExpert", "WeightedFuser",
+    "RuleClueExtractor", "extract_clues", "FieldExpert", "base_expert", "DateExpert", "WeightedFuser", "FuserWeights",
     "train_biencoder", "train_base_retriever", "train_field_expert", "load_clue_cache", "decomposition_pipeline",
     "DecompositionPipeline", "CandidateUnion", "ClueLookup",
     # covers, rerankers
-    "CoverRanker", "CoverIndex", "ClipModel", "finetune_clip", "CoverClipTrainer", "DenseReranker",
+    "CoverRanker", "CoverIndex", "ClipModel", "ClipCheckpoint", "finetune_clip", "CoverClipTrainer", "DenseReranker",
 ]

@@ -71,7 +71,10 @@ def building(path: Union[str, Path], overwrite: bool = False) -> Iterator[Path]:
             os.replace(path, old)
         os.replace(tmp, path)
         if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+            if old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                old.unlink()
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

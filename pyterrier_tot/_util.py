@@ -1,13 +1,17 @@
 """Small shared helpers: paths to shared data, column checks, offline-friendly errors."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import socket
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Iterator
 
 import pandas as pd
+from pyterrier.validate import InputValidationError
+
+from pyterrier_tot.errors import BadInputError
 
 #: Environment variable naming the folder that holds the shared evaluation data.
 DATA_ENV = "PYTERRIER_TOT_DATA"
@@ -103,3 +107,19 @@ def empty_scored(inp: pd.DataFrame) -> pd.DataFrame:
     out["score"] = pd.Series(dtype=float)
     out["rank"] = pd.Series(dtype=int)
     return out
+
+
+class ColumnsValueError(InputValidationError, BadInputError):
+    """Missing input columns, raised where the stage used to raise a ``ValueError``: still a
+    ``pt.validate.InputValidationError`` (so ``pt.inspect`` reads its modes) and a ``KeyError``, and also a
+    :class:`~pyterrier_tot.errors.BadInputError`, so older ``except ValueError`` clauses keep catching it."""
+
+
+@contextlib.contextmanager
+def explain_columns(who, hint: str, error: type = InputValidationError) -> Iterator[None]:
+    """Re-raise a ``pt.validate.InputValidationError`` from the block with a message naming the stage ``who``
+    and saying what to do (``hint``), keeping its modes: PyTerrier's own message lists columns, not the fix."""
+    try:
+        yield
+    except InputValidationError as ive:
+        raise error(f"{who}: {hint}", ive.modes) from None

@@ -40,5 +40,12 @@ class BadInputError(ToTError, ValueError):
     """Input values a stage cannot use (empty queries, unknown docnos, ...); the message names them."""
 
 
+class UnknownDocnoError(BadInputError, KeyError):
+    """A result frame names a docno that the book index does not hold (a ``KeyError`` too, as before)."""
+
+    def __str__(self):  # KeyError would quote the whole message
+        return str(self.args[0]) if self.args else ""
+
+
 __all__ = ["ToTError", "ModelUnavailableError", "DatasetUnavailableError", "LLMConfigurationError", "LLMFailure",
-           "TerrierUnavailableError", "CoverImageError", "BadInputError"]
+           "TerrierUnavailableError", "CoverImageError", "BadInputError", "UnknownDocnoError"]

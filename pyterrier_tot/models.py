@@ -1,15 +1,19 @@
 """Finding sentence-transformers models, online or from packages that ship them for offline use.
 
-``resolve_model`` turns a short alias, a local directory or a Hugging Face hub name into something
-``SentenceTransformer`` can load, and fails within seconds (with what to install) when it cannot.
+``resolve_model`` turns a short alias, a local directory, a trained :class:`BiEncoderModel` or a Hugging Face hub
+name into something ``SentenceTransformer`` can load, and fails within seconds (with what to install) when it
+cannot. A fine-tuned bi-encoder (see :mod:`pyterrier_tot.decomposition.expert_training`) is a ``pt.Artifact``
+folder (type ``biencoder``, format ``sentence_transformers``), opened by ``pt.Artifact.load(path)``.
 """
 from __future__ import annotations
 
 import functools
+import json
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Dict, Optional, Union
 
+from pyterrier_tot._artifact import ToTArtifact, artifact_path
 from pyterrier_tot._util import cache_dir, hub_reachable
 from pyterrier_tot.errors import ModelUnavailableError
 
@@ -23,7 +27,8 @@ ALIASES = {
     "all-mpnet-base-v2": "sentence-transformers/all-mpnet-base-v2",
 }
 
-
+#: Training details written next to a fine-tuned model (the ``pt_meta.json`` holds a summary).
+TRAINING_FILE = "pyterrier_tot_training.json"
 
 
 def _minilm_package_dir() -> Optional[Path]:
@@ -67,14 +72,15 @@ def _in_hf_cache(name: str) -> bool:
     return isinstance(found, str)
 
 
-def resolve_model(name: Optional[str] = None) -> str:
+def resolve_model(name=None) -> str:
     """Return a path or hub name for ``name`` that will load without hanging.
 
-    Order: an existing local directory; a model shipped by an installed package (MiniLM) or unpacked locally
+    ``name``: an alias, a hub name, a folder (str or Path) or a :class:`BiEncoderModel`. Order: an existing
+    local directory; a model shipped by an installed package (MiniLM) or unpacked locally
     (mpnet); the Hugging Face cache; the hub itself when reachable. Otherwise raise
     :class:`ModelUnavailableError` saying what to install.
     """
-    name = name or DEFAULT_MODEL
+    name = artifact_path(name) or DEFAULT_MODEL
     if Path(name).expanduser().is_dir():
         return str(Path(name).expanduser())
     hub = ALIASES.get(name.lower(), name)
@@ -95,20 +101,72 @@ def resolve_model(name: Optional[str] = None) -> str:
     )
 
 
-@functools.lru_cache(maxsize=8)
-def load_sentence_transformer(name: Optional[str] = None, device: Optional[str] = None):
+def load_sentence_transformer(name=None, device: Optional[str] = None):
     """A cached ``SentenceTransformer`` for ``name`` (see :func:`resolve_model`)."""
+    return _load_sentence_transformer(artifact_path(name), device)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_sentence_transformer(name: Optional[str], device: Optional[str]):
     from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(resolve_model(name), device=device or "cpu")
 
 
+def load_biencoder(name=None, batch_size: int = 32, text_field: str = "text", device: Optional[str] = None):
+    """A pyterrier-dr ``SBertBiEncoder`` for ``name`` (a name, folder or :class:`BiEncoderModel`), resolved
+    offline-first and loaded once per process."""
+    return _load_biencoder(artifact_path(name), batch_size, text_field, device)
+
+
 @functools.lru_cache(maxsize=8)
-def load_biencoder(name: Optional[str] = None, batch_size: int = 32, text_field: str = "text", device: Optional[str] = None):
-    """A pyterrier-dr ``SBertBiEncoder`` for ``name``, resolved offline-first and loaded once per process."""
+def _load_biencoder(name: Optional[str], batch_size: int, text_field: str, device: Optional[str]):
     import pyterrier_dr
 
     enc = pyterrier_dr.SBertBiEncoder(resolve_model(name), batch_size=batch_size, text_field=text_field,
                                       device=device or "cpu")
     enc.model_name = name or DEFAULT_MODEL  # the repr shows what the user asked for, not a site-packages path
     return enc
+
+
+class BiEncoderModel(ToTArtifact):
+    """A fine-tuned sentence-transformers bi-encoder saved by the library (safetensors weights, its
+    ``pt_meta.json`` and ``pyterrier_tot_training.json``). ``pt.Artifact.load(path)`` opens one.
+
+    It stands in wherever a model folder is accepted (``index.dense(model=m)``, ``FieldExpert(model=m)``,
+    ``SentenceTransformer(str(m))``): ``str(m)`` and ``os.fspath(m)`` are its folder.
+
+    >>> m = pt.Artifact.load("~/.cache/pyterrier_tot/models/expert-title-...")
+    >>> m.metadata()["n_pairs"], m.biencoder()    # training details; the pyterrier-dr encoder
+    """
+
+    ARTIFACT_TYPE = "biencoder"
+    ARTIFACT_FORMAT = "sentence_transformers"
+
+    def __init__(self, path: Union[str, Path]):
+        super().__init__(Path(path).expanduser())
+        if not Path(self.path).is_dir():
+            raise FileNotFoundError(f"{self.path}: no such model folder")
+
+    def metadata(self) -> Dict[str, Any]:
+        """The training details (base model, field, pairs, steps, hyper-parameters, seconds)."""
+        f = Path(self.path) / TRAINING_FILE
+        if not f.is_file():
+            raise FileNotFoundError(f"{self.path} has no {TRAINING_FILE}; it was not trained by pyterrier_tot")
+        return json.loads(f.read_text(encoding="utf8"))
+
+    training_metadata = metadata
+
+    def biencoder(self, batch_size: int = 32, text_field: str = "text", device: Optional[str] = None):
+        """The pyterrier-dr ``SBertBiEncoder`` of this model (loaded once per process)."""
+        return load_biencoder(str(self.path), batch_size=batch_size, text_field=text_field, device=device)
+
+    def sentence_transformer(self, device: Optional[str] = None):
+        """The ``SentenceTransformer`` of this model (loaded once per process; do not train it in place)."""
+        return load_sentence_transformer(str(self.path), device=device)
+
+    def __str__(self):
+        return str(self.path)
+
+    def __fspath__(self):
+        return str(self.path)

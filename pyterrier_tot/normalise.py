@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyterrier as pt
+import pyterrier_alpha as pta
 
 METHODS = ("minmax", "zscore", "rr", "none")
 
@@ -48,7 +49,7 @@ class Normalise(pt.Transformer):
         self.rr_k = rr_k
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pt.validate.result_frame(inp, extra_columns=["score"])
+        pta.validate.result_frame(inp, extra_columns=["score"])
         out = inp.copy()
         out["score"] = normalise_scores(out, self.method, rr_k=self.rr_k).to_numpy()
         return pt.model.add_ranks(out)

@@ -17,7 +17,8 @@ SHARED = shared_data_dir()
 
 
 def pytest_report_header(config):
-    return f"pyterrier_tot shared data: {SHARED} (exists: {SHARED.is_dir()}); cache: {os.environ['PYTERRIER_TOT_CACHE']}"
+    return (f"pyterrier_tot shared data: {SHARED} (exists: {SHARED.is_dir()}); "
+            f"cache: {os.environ['PYTERRIER_TOT_CACHE']}")
 
 
 @pytest.fixture(scope="session")
@@ -44,7 +45,8 @@ TINY_BOOKS = [
     {"docno": "b4", "title": "Spaceship Nine", "author": "Eli Grant", "genres": "science fiction",
      "year": 2012, "text": "Children stow away on a spaceship bound for Jupiter and must repair its engine."},
     {"docno": "b5", "title": "The Haunted Lighthouse", "author": "Fay Lorne", "genres": "horror, young adult",
-     "year": 2001, "text": "Teenagers spend a night in an abandoned lighthouse where a ghost keeper still climbs the stairs."},
+     "year": 2001,
+     "text": "Teenagers spend a night in an abandoned lighthouse where a ghost keeper still climbs the stairs."},
     {"docno": "b6", "title": "Summer of Horses", "author": "Gil Arden", "genres": "young adult, animals",
      "year": None, "text": "A girl spends her summer training a wild horse on her grandmother's ranch."},
 ]

@@ -8,15 +8,20 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
 import pandas as pd
+import pyterrier as pt
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from synthetic_covers import make_books, write_covers  # noqa: E402
 
+from pyterrier_tot.covers import ClipModel, CoverIndex, CoverRanker  # noqa: E402
 from pyterrier_tot.covers.clip_training import (  # noqa: E402
-    PAPER_DEFAULTS, ClipCheckpoint, CoverClipTrainer, finetune_clip, retrieval_accuracy,
+    PAPER_DEFAULTS,
+    ClipCheckpoint,
+    CoverClipTrainer,
+    finetune_clip,
+    retrieval_accuracy,
 )
-from pyterrier_tot.covers.cover_ranker import ClipModel, CoverIndex, CoverRanker  # noqa: E402
 
 N_BOOKS, N_TEST = 96, 24
 
@@ -77,6 +82,13 @@ def test_best_validation_epoch_is_kept_and_saved(tuned, data):
     assert meta["best_epoch"] == best and meta["best_val_top1"] == pytest.approx(max(val_top1))
     assert meta["training"]["batch_size"] == 16 and meta["base_model"]["kind"] == "config"
     assert json.loads((tuned["ckpt"] / "pt_meta.json").read_text())["type"] == "clip_model"
+    assert not (tuned["ckpt"] / "metadata.json").exists()  # training metadata lives in pt_meta.json
+    loaded = pt.Artifact.load(str(tuned["ckpt"]))
+    assert isinstance(loaded, ClipCheckpoint) and loaded.metadata()["history"] == json.loads(
+        json.dumps(trainer.history))
+    with pytest.raises(FileExistsError, match="overwrite"):  # before any training happens
+        CoverClipTrainer(ClipModel.from_config(seed=0), epochs=1, verbose=False).fit(
+            data[0], output_dir=tuned["ckpt"])
     reloaded = ckpt.model()
     assert reloaded.fingerprint() == tuned["model"].fingerprint()
     assert tuned["model"].source == {"kind": "checkpoint", "path": str(tuned["ckpt"]),

@@ -3,7 +3,6 @@ import os
 import subprocess
 import sys
 import time
-import warnings
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -13,19 +12,20 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+import pyterrier as pt  # noqa: E402
 from synthetic_covers import make_books, write_covers  # noqa: E402
 
-from pyterrier_tot.covers.cover_ranker import (  # noqa: E402
-    ClipModel, CoverImageError, CoverIndex, CoverRanker, ModelUnavailableError, blank_cover,
-)
+from pyterrier_tot.covers import ClipCheckpoint, ClipModel, CoverIndex, CoverRanker, blank_cover  # noqa: E402
+from pyterrier_tot.errors import CoverImageError, ModelUnavailableError  # noqa: E402
 from pyterrier_tot.normalise import normalise_scores  # noqa: E402
 
 
 def test_open_clip_and_sentence_transformers_import_together():
     code = ("import sentence_transformers, open_clip, torchvision, torch;"
-            "m = open_clip.model.CLIP(16, {'image_size': 16, 'layers': 1, 'width': 32, 'patch_size': 8, 'head_width': 16},"
-            " {'context_length': 8, 'vocab_size': 100, 'width': 32, 'heads': 2, 'layers': 1});"
-            "print(torch.__version__, torchvision.__version__, open_clip.__version__, sentence_transformers.__version__)")
+            "m = open_clip.model.CLIP(16, {'image_size': 16, 'layers': 1, 'width': 32, 'patch_size': 8,"
+            " 'head_width': 16}, {'context_length': 8, 'vocab_size': 100, 'width': 32, 'heads': 2, 'layers': 1});"
+            "print(torch.__version__, torchvision.__version__, open_clip.__version__,"
+            " sentence_transformers.__version__)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
                          env=dict(os.environ, HF_HUB_OFFLINE="1"))
     assert res.returncode == 0, res.stderr[-2000:]
@@ -63,7 +63,7 @@ def test_retriever_scores_are_clip_cosines(index, model, books):
     img = model.encode_images([b["image"] for b in books])
     txt = model.encode_texts([b["clue_cover"] for b in books[:4]])
     pos = {b["docno"]: i for i, b in enumerate(books)}
-    for qi, (qid, grp) in enumerate(res.groupby("qid", sort=True)):
+    for qi, (_qid, grp) in enumerate(res.groupby("qid", sort=True)):
         want = img @ txt[qi]
         got = grp.sort_values("rank")
         np.testing.assert_allclose(got["score"], [want[pos[d]] for d in got["docno"]], atol=1e-5)
@@ -118,7 +118,8 @@ def test_bad_input_is_named(index, model):
 
 def test_long_clues_are_chunked_and_pooled(model):
     short = "a red cover with a yellow circle"
-    assert np.allclose(model.encode_texts([short], long_clues="chunk"), model.encode_texts([short], long_clues="truncate"))
+    assert np.allclose(model.encode_texts([short], long_clues="chunk"),
+                       model.encode_texts([short], long_clues="truncate"))
     words = "red cover yellow circle tree house person dark night storm".split()
     long_clue = " ".join(words[i % len(words)] for i in range(180))  # > 2 windows of 75 tokens
     ids = model.tokenizer.encode(long_clue)
@@ -197,8 +198,8 @@ def test_results_equal_across_batch_sizes(tmp_path, model, books, index):
 
 def test_artifact_save_and_load_give_identical_scores(tmp_path, model, books, index):
     ckpt = model.save(tmp_path / "ckpt")
-    assert {"open_clip_model.safetensors", "open_clip_config.json", "metadata.json", "pt_meta.json"} <= {
-        p.name for p in ckpt.iterdir()}
+    assert {p.name for p in ckpt.iterdir()} == {"open_clip_model.safetensors", "open_clip_config.json",
+                                                "pt_meta.json"}
     reloaded = ClipModel.load(ckpt)
     assert reloaded.fingerprint() == model.fingerprint()
     docs = [{"docno": b["docno"], "cover": b["cover"]} for b in books]
@@ -235,3 +236,73 @@ def test_pretrained_weights_fail_fast_offline(monkeypatch):
     with pytest.raises(ModelUnavailableError, match="no pretrained tag"):
         ClipModel.from_pretrained("ViT-B-32", "no-such-tag")
     assert time.time() - t < 10
+
+
+def test_artifacts_open_with_pt_artifact_load(tmp_path, model, books, index):
+    meta = index.meta()
+    assert meta["type"] == "cover_index" and meta["format"] == "clip_npy" and meta["doc_count"] == 12
+    assert {"package_hint", "pyterrier_tot_version", "created", "model", "build_stats"} <= set(meta)
+    assert not {"model.json", "build_stats.json"} & {p.name for p in Path(index.path).iterdir()}
+    loaded = pt.Artifact.load(str(index.path))
+    assert isinstance(loaded, CoverIndex) and len(loaded) == 12
+    q = _queries(books, 2)
+    a = CoverRanker(index, model, num_results=4)(q)
+    b = loaded.ranker(model, num_results=4)(q)
+    assert a["docno"].tolist() == b["docno"].tolist()
+    np.testing.assert_allclose(a["score"], b["score"], atol=1e-6)
+    ckpt = pt.Artifact.load(str(model.save(tmp_path / "ckpt")))
+    assert isinstance(ckpt, ClipCheckpoint) and ckpt.meta()["type"] == "clip_model"
+    assert ckpt.metadata()["fingerprint"] == model.fingerprint() == ckpt.model().fingerprint()
+    with pytest.raises(FileExistsError):
+        model.save(tmp_path / "ckpt")
+
+
+def test_folders_with_old_side_files_still_open(tmp_path, model, books, index):
+    import json
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(index.path, old)
+    meta = json.loads((old / "pt_meta.json").read_text())
+    (old / "model.json").write_text(json.dumps(meta.pop("model")))
+    (old / "build_stats.json").write_text(json.dumps(meta.pop("build_stats")))
+    (old / "pt_meta.json").write_text(json.dumps(meta))
+    again = CoverIndex(old)
+    assert again.model_info() == index.model_info() and again.build_stats() == index.build_stats()
+    ckpt = model.save(tmp_path / "ckpt")
+    meta = json.loads((ckpt / "pt_meta.json").read_text())
+    (ckpt / "metadata.json").write_text(json.dumps({"base_model": meta["base_model"], "fingerprint": "x"}))
+    assert ClipCheckpoint(ckpt).metadata()["fingerprint"] == "x"
+    assert ClipModel.load(ckpt).source["base_model"] == model.source
+
+
+def test_inspect_agrees_with_real_calls_in_both_modes(index, model, books):
+    ranker = CoverRanker(index, model, num_results=3)
+    modes = pt.inspect.transformer_inputs(ranker)
+    assert sorted(map(sorted, modes)) == [["clue_cover", "docno", "qid"], ["clue_cover", "qid"]]
+    real = {
+        ("clue_cover", "qid"): _queries(books, 2)[["qid", "clue_cover"]],
+        ("clue_cover", "docno", "qid"): pd.DataFrame({"qid": ["q0", "q0"], "docno": [books[0]["docno"], "nope"],
+                                                      "clue_cover": [books[0]["clue_cover"]] * 2}),
+    }
+    for cols in modes:
+        inp = real[tuple(sorted(cols))]
+        out = ranker(inp)
+        assert sorted(pt.inspect.transformer_outputs(ranker, list(inp.columns))) == sorted(out.columns)
+        empty = ranker(inp.iloc[:0])
+        assert len(empty) == 0 and sorted(empty.columns) == sorted(out.columns)
+
+
+def test_rank_cutoff_is_fused_into_the_ranker(index, model, books):
+    ranker = CoverRanker(index, model, num_results=10)
+    compiled = (ranker % 5).compile()
+    assert isinstance(compiled, CoverRanker) and "RankCutoff" not in repr(compiled)
+    assert compiled.num_results == 5 and ranker.num_results == 10 and compiled.model is ranker.model
+    q = _queries(books, 3)
+    pd.testing.assert_frame_equal(compiled(q), (ranker % 5)(q))
+    # scorer mode: the fused ranker cuts re-scored frames exactly like RankCutoff would
+    pairs = q.merge(pd.DataFrame({"docno": [b["docno"] for b in books]}), how="cross")
+    pd.testing.assert_frame_equal(compiled(pairs), (ranker % 5)(pairs))
+    assert isinstance((ranker % 20).compile(), CoverRanker)
+    assert len((ranker % 20).compile()(pairs)) == len(pairs)
+    assert "score_cutoff=5" in repr(compiled)

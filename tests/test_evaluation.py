@@ -8,7 +8,7 @@ def test_run_file_format(tmp_path):
     res = pd.DataFrame({"qid": ["2", "1", "1", "1"], "docno": ["x", "a", "b", "c"],
                         "score": [0.5, 1.0, 3.0, 2.0], "rank": [0, 2, 0, 1]})
     path = ptt.write_trec_run(res, tmp_path / "sub" / "my.run", run_name="myrun")
-    lines = [l.split() for l in path.read_text().splitlines()]
+    lines = [line.split() for line in path.read_text().splitlines()]
     assert lines == [["1", "Q0", "b", "1", "3.000000", "myrun"], ["1", "Q0", "c", "2", "2.000000", "myrun"],
                      ["1", "Q0", "a", "3", "1.000000", "myrun"], ["2", "Q0", "x", "1", "0.500000", "myrun"]]
     back = ptt.read_trec_run(path)

@@ -7,8 +7,8 @@ import pytest
 
 from pyterrier_tot.decomposition.clue_decomposer import ClueDecomposer, groundedness
 from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, YEAR_COLUMN
-from pyterrier_tot.llm.llama_server import LlamaServer, default_gguf
 from pyterrier_tot.llm.client import LLMConfigurationError
+from pyterrier_tot.llm.llama_server import LlamaServer, default_gguf
 from pyterrier_tot.models import ModelUnavailableError
 from pyterrier_tot.query.rewriters import LLMQueryRewriter
 

@@ -8,17 +8,16 @@ import sys
 import textwrap
 import time
 import warnings
-from pathlib import Path
 
 import pandas as pd
 import pyterrier as pt
 import pytest
-
 from openai_stub import OpenAIStub
+
 from pyterrier_tot.decomposition.clue_decomposer import ClueDecomposer, clean_answer, groundedness, parse_joint
 from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, CLUE_FIELDS, YEAR_COLUMN
-from pyterrier_tot.llm.client import LLM, LLMConfigurationError, LLMUsage
 from pyterrier_tot.llm.cache import LLMCache, request_key
+from pyterrier_tot.llm.client import LLM, LLMConfigurationError, LLMUsage
 from pyterrier_tot.llm.templates import Prompt, available_prompts, load_prompt
 from pyterrier_tot.query.rewriters import ClueConcatenator, HyDE, LLMQueryRewriter
 
@@ -376,7 +375,8 @@ def test_clue_concatenator():
 def test_decomposer_composes_in_a_pipeline_and_experiment(tmp_path, tiny_frame):
     import pyterrier_tot as ptt
     index = ptt.BookIndex(tiny_frame, path=tmp_path / "idx")
-    topics = pd.DataFrame({"qid": ["1"], "query": ["I read a book about a dragon and a blacksmith who fly to the red moon"]})
+    topics = pd.DataFrame({"qid": ["1"],
+                           "query": ["I read a book about a dragon and a blacksmith who fly to the red moon"]})
     qrels = pd.DataFrame({"qid": ["1"], "docno": ["b2"], "label": [1]})
     TRUTH[topics.loc[0, "query"]] = {"plot": "a dragon and a blacksmith who fly to the red moon"}
     with OpenAIStub(responder) as stub:

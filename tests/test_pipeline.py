@@ -5,9 +5,14 @@ import pytest
 
 from pyterrier_tot.decomposition.date_expert import DateExpert
 from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert
-from pyterrier_tot.decomposition.pipeline import CandidateUnion, ClueLookup, DecompositionPipeline, decomposition_pipeline
-from pyterrier_tot.index import BookIndex
+from pyterrier_tot.decomposition.pipeline import (
+    CandidateUnion,
+    ClueLookup,
+    DecompositionPipeline,
+    decomposition_pipeline,
+)
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
+from pyterrier_tot.index import BookIndex
 
 
 @pytest.fixture(scope="module")

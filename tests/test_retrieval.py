@@ -1,4 +1,4 @@
-import time
+import json
 import warnings
 
 import numpy as np
@@ -66,12 +66,13 @@ def test_dense_faiss_backend_matches_numpy(tiny_index):
 
 def test_index_reopened_not_rebuilt(tiny_frame, tmp_path):
     idx = ptt.BookIndex(tiny_frame, path=tmp_path / "i")
-    idx.bm25(); idx.dense()
-    manifests = sorted((tmp_path / "i").glob("*/pyterrier_tot.json"))
+    idx.bm25()
+    idx.dense()
+    manifests = sorted((tmp_path / "i").glob("*/pt_meta.json"))
     assert len(manifests) == 2
+    assert {json.loads(m.read_text())["type"] for m in manifests} == {"book_index_part"}
     stamps = [m.stat().st_mtime_ns for m in manifests]
     again = ptt.BookIndex(tiny_frame, path=tmp_path / "i")
-    t0 = time.time()
     res = again.bm25()(_q(("1", "detective poisoning")))
     again.dense()(_q(("1", "detective poisoning")))
     assert res.iloc[0]["docno"] == "b3"
@@ -84,12 +85,93 @@ def test_index_reopened_not_rebuilt(tiny_frame, tmp_path):
 
 
 def test_text_loader_and_books_of(tiny_index):
-    res = pd.DataFrame({"qid": ["1", "1"], "query": ["x", "x"], "docno": ["b2", "b6"], "score": [2.0, 1.0], "rank": [0, 1]})
+    res = pd.DataFrame({"qid": ["1", "1"], "query": ["x", "x"], "docno": ["b2", "b6"], "score": [2.0, 1.0],
+                        "rank": [0, 1]})
     out = tiny_index.text_loader(max_chars=20)(res)
     assert out["text"].tolist() == ["Dragons of the Red M", "Summer of Horses\nA g"]
     assert tiny_index.books_of(["b3"]).loc[0, "author"] == "Dora Quill"
     with pytest.raises(KeyError, match="nope"):
         tiny_index.text_loader()(res.assign(docno=["b2", "nope"]))
+    loader = tiny_index.text_loader()
+    assert pt.inspect.transformer_inputs(loader) == [["qid", "docno"]]
+    assert pt.inspect.transformer_outputs(loader, list(res.columns)) == list(loader(res).columns)
+
+
+@pytest.mark.parametrize("kind", ["bm25", "dense", "faiss"])
+def test_rank_cutoff_fuses_into_the_retriever(tiny_index, kind):
+    retr = {"bm25": tiny_index.bm25, "dense": tiny_index.dense,
+            "faiss": lambda: tiny_index.dense(backend="faiss")}[kind]()
+    q = _q(("1", "a dragon and a blacksmith"), ("2", "kids on a spaceship to jupiter"))
+    compiled = (retr % 3).compile()
+    assert "RankCutoff" not in repr(compiled) and isinstance(compiled, type(retr))
+    assert compiled.num_results == 3 and "num_results=3" in repr(compiled)
+    full = retr(q)
+    cut = compiled(q)
+    expected = full[full["rank"] < 3].reset_index(drop=True)
+    pd.testing.assert_frame_equal(cut.reset_index(drop=True), expected, check_dtype=False)
+    assert "RankCutoff" in repr((retr % 5000).compile())  # nothing to fuse: the cutoff stays
+    assert retr.fuse_rank_cutoff(5000) is None
+
+
+def test_inputs_and_outputs_agree_with_real_calls(tiny_index):
+    q = _q(("1", "a dragon"))
+    for retr in (tiny_index.bm25(), tiny_index.dense()):
+        assert pt.inspect.transformer_inputs(retr) == [["qid", "query"]]
+        assert pt.inspect.transformer_outputs(retr, ["qid", "query"]) == list(retr(q).columns)
+    scorer = tiny_index.dense_scorer()
+    res = tiny_index.bm25()(q)
+    assert pt.inspect.transformer_inputs(scorer) == [["qid", "docno", "query"]]
+    assert pt.inspect.transformer_outputs(scorer, list(res.columns)) == list(scorer(res).columns)
+
+
+def test_scorer_rejects_unknown_docno(tiny_index):
+    frame = pd.DataFrame({"qid": ["1", "1"], "query": ["dragon", "dragon"], "docno": ["b2", "b99"]})
+    with pytest.raises(ptt.BadInputError, match="b99"):
+        tiny_index.dense_scorer()(frame)
+    with pytest.raises(KeyError, match="b99"):  # still a KeyError, as the text loader raised before
+        tiny_index.text_loader()(frame)
+
+
+def test_saved_index_reopens_without_the_dataset(tiny_index, tiny_frame, tmp_path):
+    q = _q(("1", "ghost in a lighthouse"), ("2", "wild horse ranch"))
+    bm25, dense = tiny_index.bm25()(q), tiny_index.dense()(q)
+    for again in (ptt.BookIndex.load(tiny_index.path), ptt.BookIndex(str(tiny_index.path)),
+                  pt.Artifact.load(str(tiny_index.path))):
+        assert isinstance(again, ptt.BookIndex) and again.name == "tiny" and len(again) == 6
+        assert again.fingerprint == tiny_index.fingerprint
+        pd.testing.assert_frame_equal(again.bm25()(q), bm25)
+        pd.testing.assert_frame_equal(again.dense()(q), dense)
+        assert again.books_of(["b3"]).loc[0, "author"] == "Dora Quill"
+    meta = json.loads((tiny_index.path / "pt_meta.json").read_text())
+    assert (meta["type"], meta["format"], meta["n_docs"]) == ("book_index", "pyterrier_tot", 6)
+    assert not list(tiny_index.path.glob("*.pkl")) and not list(tiny_index.path.glob(".*building*"))
+    with pytest.raises(FileNotFoundError, match="not a saved"):
+        ptt.BookIndex(str(tmp_path / "nothing-here"))
+    (tiny_index.path / "corpus.jsonl").write_text(
+        (tiny_index.path / "corpus.jsonl").read_text().replace("Dragons", "Lizards"))
+    with pytest.raises(ValueError, match="fingerprint"):
+        ptt.BookIndex.load(tiny_index.path)
+
+
+def test_index_folder_from_version_0_1_is_upgraded_in_place(tiny_frame, tmp_path):
+    """0.1 kept sub-indexes with a ``pyterrier_tot.json`` manifest and no corpus: they are reused."""
+    idx = ptt.BookIndex(tiny_frame, path=tmp_path / "old")
+    pisa = idx.pisa_index()
+    sub = pisa.path.parent
+    # turn the folder into its 0.1 layout: PISA in the sub-folder itself, manifest beside it
+    import shutil
+    shutil.rmtree(tmp_path / "legacy", ignore_errors=True)
+    (tmp_path / "legacy").mkdir()
+    shutil.copytree(pisa.path, tmp_path / "legacy" / sub.name)
+    (tmp_path / "legacy" / sub.name / "pyterrier_tot.json").write_text(json.dumps(
+        {"backend": "pisa", "fields": ["title", "text"], "stemmer": "porter2", "fingerprint": idx.fingerprint,
+         "n_docs": 6}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing is rebuilt
+        old = ptt.BookIndex(tiny_frame, path=tmp_path / "legacy")
+        assert str(old.pisa_index().path) == str(tmp_path / "legacy" / sub.name)
+    assert old.bm25()(_q(("1", "detective poisoning"))).iloc[0]["docno"] == "b3"
+    assert isinstance(pt.Artifact.load(str(tmp_path / "legacy")), ptt.BookIndex)
 
 
 def test_bad_input(tiny_index):
@@ -108,6 +190,8 @@ def test_bad_input(tiny_index):
     # empty frames pass through with the right columns (pt.Experiment inspects pipelines this way)
     assert list(bm25(pd.DataFrame(columns=["qid", "query"])).columns) == ["qid", "query", "docno", "score", "rank"]
     assert pt.inspect.transformer_outputs(bm25 % 3 >> tiny_index.dense_scorer(), ["qid", "query"]) == \
+        ["qid", "query", "docno", "score", "rank"]
+    assert list(tiny_index.dense_scorer()(pd.DataFrame(columns=["qid", "query", "docno"])).columns) == \
         ["qid", "query", "docno", "score", "rank"]
 
 

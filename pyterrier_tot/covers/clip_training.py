@@ -21,31 +21,60 @@ import random
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 
+from pyterrier_tot._artifact import RESERVED, ToTArtifact, building
 from pyterrier_tot._util import is_missing
-from pyterrier_tot.covers.cover_ranker import COVER_COLUMN, LONG_CLUE_MODES, ClipModel, load_cover
+from pyterrier_tot.covers.clip_model import LONG_CLUE_MODES, ClipModel, _jsonable
+from pyterrier_tot.covers.cover_ranker import COVER_COLUMN
+from pyterrier_tot.covers.images import load_cover
 
 PAPER_DEFAULTS = {"batch_size": 4, "lr": 5e-5, "weight_decay": 0.2, "epochs": 10, "optimizer": "adamw"}
 
 
-class ClipCheckpoint(pt.Artifact):
+class ClipCheckpoint(ToTArtifact):
     """A saved (fine-tuned) CLIP model: an open_clip ``local-dir`` folder with ``open_clip_model.safetensors``,
-    ``open_clip_config.json`` (model + preprocess config), ``metadata.json`` (base model, training settings,
-    per-epoch history, best epoch) and ``pt_meta.json``. Written by :meth:`ClipModel.save`."""
+    ``open_clip_config.json`` (model + preprocess config) and ``pt_meta.json``, whose own keys are the base
+    model, the weight fingerprint and, for a fine-tuned model, the training settings, per-epoch history and
+    best epoch. Written by :meth:`build` / :meth:`ClipModel.save`; ``pt.Artifact.load(path)`` opens it.
+    Folders from before the metadata moved into ``pt_meta.json`` (a ``metadata.json`` beside it) still open."""
 
     ARTIFACT_TYPE = "clip_model"
     ARTIFACT_FORMAT = "open_clip"
+
+    def build(self, model: ClipModel, metadata: Optional[Dict[str, Any]] = None,
+              overwrite: bool = False) -> "ClipCheckpoint":
+        """Save ``model`` here (atomically: a crash leaves no half-written checkpoint)."""
+        from safetensors.torch import save_file
+
+        meta = {"base_model": model.source, "fingerprint": model.fingerprint()}
+        meta.update(metadata or {})
+        clash = [k for k in meta if k in RESERVED]
+        if clash:
+            raise ValueError(f"ClipCheckpoint metadata keys {clash} are reserved by pt_meta.json")
+        with building(self.path, overwrite=overwrite) as tmp:
+            state = {k: v.detach().cpu().contiguous() for k, v in model.model.state_dict().items()}
+            save_file(state, str(tmp / "open_clip_model.safetensors"))
+            (tmp / "open_clip_config.json").write_text(json.dumps(
+                {"model_cfg": model.model_cfg, "preprocess_cfg": _jsonable(model.preprocess_cfg)}, indent=2))
+            self._write_meta(tmp, **_jsonable(meta))
+        return self
 
     def model(self, device: Optional[str] = None) -> ClipModel:
         return ClipModel.load(self.path, device=device)
 
     def metadata(self) -> Dict[str, Any]:
-        return json.loads((Path(self.path) / "metadata.json").read_text())
+        """The checkpoint's own metadata (base model, fingerprint, training); empty for a foreign folder."""
+        old = Path(self.path) / "metadata.json"
+        if old.is_file():
+            return json.loads(old.read_text())
+        if not self.built():
+            return {}
+        return {k: v for k, v in self.meta().items() if k not in RESERVED}
 
     def __repr__(self):
         return f"ClipCheckpoint({str(self.path)!r})"
@@ -86,7 +115,7 @@ class _Encoded:
             keep.append(i)
         if dropped["clue"] or dropped["cover"]:
             warnings.warn(f"{who}: dropped {dropped['clue']} pair(s) with an N/A clue and {dropped['cover']} with "
-                          f"a missing/unreadable cover")
+                          f"a missing/unreadable cover", stacklevel=3)
         kept = pairs.iloc[keep].reset_index(drop=True)
         if len(kept) == 0:
             raise ValueError(f"{who}: no usable (clue, cover) pairs")
@@ -193,14 +222,18 @@ class CoverClipTrainer:
         return retrieval_accuracy(self.model, data.clues, data.images, data.target, long_clues=self.long_clues)
 
     def fit(self, train, val=None, *, val_fraction: float = 0.1, output_dir: Optional[Union[str, Path]] = None,
-            metadata: Optional[Dict[str, Any]] = None) -> ClipModel:
+            metadata: Optional[Dict[str, Any]] = None, overwrite: bool = False) -> ClipModel:
         """Train, keep the best epoch by validation top-1, write it to ``output_dir`` (if given) and return it.
 
-        Without ``val``, ``val_fraction`` of the training covers are held out (see :meth:`split`).
+        Without ``val``, ``val_fraction`` of the training covers are held out (see :meth:`split`). An existing
+        ``output_dir`` raises before training unless ``overwrite``.
         """
         import torch
         import torch.nn.functional as F
 
+        if output_dir is not None and Path(output_dir).exists() and not overwrite:
+            # found out now, not after an hour of training
+            raise FileExistsError(f"{output_dir} already exists; pass overwrite=True to replace it")
         if val is None:
             train, val = self.split(train, val_fraction, self.seed)
         train_df = _pairs_frame(train, "CoverClipTrainer.fit(train)")
@@ -272,7 +305,7 @@ class CoverClipTrainer:
                     "best_val_top1": best_top1, "n_train_pairs": len(tr), "n_val_pairs": len(va),
                     "n_val_covers": len(va.cover_ids), "train_seconds": self.train_seconds}
             meta.update(metadata or {})
-            m.save(output_dir, metadata=meta)
+            m.save(output_dir, metadata=meta, overwrite=overwrite)
             base_source = m.source
             m.source = {"kind": "checkpoint", "path": str(Path(output_dir)), "base_model": base_source}
         return m
@@ -296,5 +329,5 @@ def finetune_clip(model: Union[ClipModel, str, tuple, dict], train, val=None, *,
     Note: the model is trained in place; the returned object is the same :class:`ClipModel`, holding the best
     validation epoch's weights.
     """
-    fit_kw = {k: kwargs.pop(k) for k in ("val_fraction", "metadata") if k in kwargs}
+    fit_kw = {k: kwargs.pop(k) for k in ("val_fraction", "metadata", "overwrite") if k in kwargs}
     return CoverClipTrainer(model, **kwargs).fit(train, val, output_dir=output_dir, **fit_kw)

@@ -40,8 +40,9 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import pandas as pd
 import pyterrier as pt
+import pyterrier_alpha as pta
 
-from pyterrier_tot._util import check_queries, is_missing
+from pyterrier_tot._util import check_queries, explain_columns, is_missing
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, YEAR_COLUMN, clue_column
 from pyterrier_tot.decomposition.date_resolver import latest_possible_year
 from pyterrier_tot.llm.templates import load_prompt
@@ -174,14 +175,15 @@ class ClueDecomposer(pt.Transformer):
     # -- transform --------------------------------------------------------------------------------------------
     def _ref_years(self, inp: pd.DataFrame) -> List[Optional[int]]:
         if isinstance(self.reference_year, str):
-            if self.reference_year not in inp.columns:
-                raise KeyError(f"{self!r}: reference_year column {self.reference_year!r} not in the input columns "
-                               f"{list(inp.columns)}")
             return [None if is_missing(v) else int(v) for v in inp[self.reference_year]]
         return [self.reference_year] * len(inp)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pt.validate.query_frame(inp, extra_columns=[self.query_column])
+        needs = [self.query_column]
+        if isinstance(self.reference_year, str):
+            needs.append(self.reference_year)
+        with explain_columns(repr(self), f"needs a query frame with the column(s) {needs}"):
+            pta.validate.query_frame(inp, extra_columns=needs)
         out = inp.copy()
         if len(out) == 0:
             for f in self.fields:
@@ -247,7 +249,7 @@ class ClueDecomposer(pt.Transformer):
         bad = sum(self.stats[f]["unparsable"] - before[f]["unparsable"] for f in self.fields)
         if failed or bad:
             warnings.warn(f"{self!r}: over {n} queries, {failed} field answer(s) failed and {bad} could not be "
-                          f"parsed; those fields are N/A (counters in .stats)")
+                          f"parsed; those fields are N/A (counters in .stats)", stacklevel=2)
 
     def __repr__(self):
         extra = "" if self.fields == CLUE_FIELDS else f", fields={list(self.fields)}"

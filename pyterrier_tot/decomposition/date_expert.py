@@ -17,18 +17,20 @@ clue_year N/A                   neutral   neutral
 ==============================  ========  ===================================
 
 Scorer mode only: the input is a result frame (``qid``, ``docno``, ``clue_year``); book years come from a
-``year`` column of the input when present, else from the ``BookIndex`` corpus. ``clue_year`` may be an int,
-a float, a numeric string or a date string ("around 2005"), parsed with ``pyterrier_tot.datasets.books.parse_year``.
+``year`` column of the input when present, else from the ``BookIndex`` corpus (without an index the ``year``
+column is a declared input). Missing columns raise ``pt.validate.InputValidationError``, which here is also a
+``ValueError``. ``clue_year`` may be an int, a float, a numeric string or a date string ("around 2005"), parsed
+with ``pyterrier_tot.datasets.books.parse_year``.
 Reddit-TOMT books carry no year, so there every score is neutral.
 """
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 import pyterrier as pt
+import pyterrier_alpha as pta
 
-from pyterrier_tot._util import empty_scored, is_missing, require_columns
+from pyterrier_tot._util import ColumnsValueError, empty_scored, explain_columns, is_missing
 from pyterrier_tot.datasets.books import parse_year
 from pyterrier_tot.decomposition.clues import YEAR_COLUMN
 
@@ -74,11 +76,16 @@ class DateExpert(pt.Transformer):
         return np.where(np.isnan(gap), self.neutral, score)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        # without an index the books' years can only come from the frame, so the column is part of the declaration
+        needs = [self.clue] if self.index is not None else [self.clue, self.year_column]
         if "docno" not in inp.columns:
-            raise ValueError(f"{self!r} is a scorer: give it a result frame (qid, docno, {self.clue}), e.g. "
-                             "retriever >> DateExpert(index)")
-        pt.validate.result_frame(inp)
-        require_columns(inp, [self.clue], repr(self))
+            hint = f"is a scorer: give it a result frame (qid, docno, {self.clue}), e.g. retriever >> DateExpert(index)"
+        elif self.index is None and self.clue in inp.columns:
+            hint = f"the input has no {self.year_column!r} column and no BookIndex was given"
+        else:
+            hint = f"needs a result frame with the column(s) {needs}"
+        with explain_columns(repr(self), hint, ColumnsValueError):
+            pta.validate.result_frame(inp, extra_columns=needs)
         if len(inp) == 0:
             return empty_scored(inp)
         out = inp.copy()

@@ -15,8 +15,11 @@ Default budget (CPU-sized): 1 epoch, batch 16, ``max_seq_length`` 256, lr 2e-5, 
     title_path = train_field_expert("title", clue_frame, qrels, index.corpus)
     expert = FieldExpert(index, "title", model=title_path)
 
-Models are saved as plain sentence-transformers directories plus ``pyterrier_tot_training.json`` (base model,
-field, pair count, hyper-parameters, seconds taken). Training uses ``SentenceTransformer.old_fit``: the
+A trained model is a ``pt.Artifact`` folder (:class:`~pyterrier_tot.models.BiEncoderModel`, type ``biencoder``,
+format ``sentence_transformers``): a plain sentence-transformers directory (safetensors weights) plus
+``pt_meta.json`` and ``pyterrier_tot_training.json`` (base model, field, pair count, hyper-parameters, seconds
+taken). The folder is written atomically, so a killed training never leaves one that looks finished;
+``pt.Artifact.load(path)`` opens it. Training uses ``SentenceTransformer.old_fit``: the
 installed sentence-transformers 6.2 routes ``fit`` through ``SentenceTransformerTrainer``, which needs the
 ``datasets`` and ``accelerate`` packages that are not dependencies of this library; ``old_fit`` is the same
 loop without them.
@@ -33,12 +36,14 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 
+from pyterrier_tot._artifact import META_FILE, building, read_meta, write_meta
 from pyterrier_tot._util import cache_dir, is_missing, require_columns
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column
+from pyterrier_tot.models import TRAINING_FILE, BiEncoderModel
 
 #: Default hyper-parameters (CPU-sized).
 DEFAULTS = dict(epochs=1, batch_size=16, max_seq_length=256, lr=2e-5, warmup_ratio=0.1, seed=42)
-METADATA_FILE = "pyterrier_tot_training.json"
+METADATA_FILE = TRAINING_FILE
 Pair = Tuple[str, str]
 
 
@@ -97,6 +102,29 @@ def _default_dir(kind: str, base_model: Optional[str], n: int, params: dict) -> 
     return cache_dir() / "models" / f"{kind}-{Path(str(base_model or 'minilm')).name}-{key}"
 
 
+def _replaceable(out: Path) -> bool:
+    """May training write over ``out``? Only when it is absent, empty, or a model folder written before."""
+    if not out.exists():
+        return False
+    if out.is_dir() and not any(out.iterdir()):
+        return True
+    if (out / META_FILE).is_file():
+        try:
+            return read_meta(out).get("type") == BiEncoderModel.ARTIFACT_TYPE
+        except ValueError:
+            return False
+    if (out / METADATA_FILE).is_file():  # a model saved before models were artifacts
+        return True
+    raise FileExistsError(f"{out} exists and is not a model folder written by pyterrier_tot; "
+                          "choose another output_dir")
+
+
+def _dimension(model) -> int:
+    # renamed get_embedding_dimension in sentence-transformers 6; the old name warns there
+    get = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    return get()
+
+
 def train_biencoder(pairs: Sequence[Pair], output_dir: Union[str, Path, None] = None, base_model: Optional[str] = None,
                     epochs: int = DEFAULTS["epochs"], batch_size: int = DEFAULTS["batch_size"],
                     max_seq_length: int = DEFAULTS["max_seq_length"], lr: float = DEFAULTS["lr"],
@@ -107,8 +135,9 @@ def train_biencoder(pairs: Sequence[Pair], output_dir: Union[str, Path, None] = 
     MultipleNegativesRankingLoss and save it to ``output_dir`` (default under the library cache).
 
     ``max_steps`` caps the optimisation steps (per epoch). Returns the output directory, loadable by
-    :class:`~pyterrier_tot.decomposition.field_expert.FieldExpert` (``model=path``), ``BookIndex.dense(path)`` or
-    ``SentenceTransformer(path)``.
+    :class:`~pyterrier_tot.decomposition.field_expert.FieldExpert` (``model=path``), ``BookIndex.dense(path)``,
+    ``SentenceTransformer(path)`` or ``pt.Artifact.load(path)`` (a :class:`~pyterrier_tot.models.BiEncoderModel`).
+    The folder appears only once complete; an existing model folder there is replaced.
     """
     import numpy as np
     import torch
@@ -124,7 +153,8 @@ def train_biencoder(pairs: Sequence[Pair], output_dir: Union[str, Path, None] = 
     batch_size = max(2, min(batch_size, len(pairs)))
     params = dict(epochs=epochs, batch_size=batch_size, max_seq_length=max_seq_length, lr=lr,
                   warmup_ratio=warmup_ratio, max_steps=max_steps, seed=seed)
-    out = Path(output_dir) if output_dir else _default_dir(kind, base_model, len(pairs), params)
+    out = Path(output_dir).expanduser() if output_dir else _default_dir(kind, base_model, len(pairs), params)
+    overwrite = _replaceable(out)  # checked before training, not after minutes of it
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -140,18 +170,23 @@ def train_biencoder(pairs: Sequence[Pair], output_dir: Union[str, Path, None] = 
                   warmup_steps=int(math.ceil(warmup_ratio * steps * epochs)), optimizer_params={"lr": lr},
                   show_progress_bar=show_progress_bar)
     seconds = time.time() - t0
-    out.mkdir(parents=True, exist_ok=True)
-    model.save(str(out))
     meta = {"kind": kind, "base_model": str(base_model or "sentence-transformers/all-MiniLM-L6-v2"),
             "n_pairs": len(pairs), "steps": steps * epochs, "seconds": round(seconds, 1),
             "loss": "MultipleNegativesRankingLoss", **params, **(extra_metadata or {})}
-    (out / METADATA_FILE).write_text(json.dumps(meta, indent=2))
+    with building(out, overwrite=overwrite) as tmp:
+        model.save(str(tmp), safe_serialization=True)
+        (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=2))
+        summary = {k: meta[k] for k in ("kind", "base_model", "n_pairs", "steps") if k in meta}
+        if "field" in meta:
+            summary["field"] = meta["field"]
+        write_meta(tmp, BiEncoderModel.ARTIFACT_TYPE, BiEncoderModel.ARTIFACT_FORMAT, **summary,
+                   embedding_dim=_dimension(model), training_file=METADATA_FILE)
     return out
 
 
-def training_metadata(path: Union[str, Path]) -> dict:
-    """The metadata JSON written next to a fine-tuned model."""
-    return json.loads((Path(path) / METADATA_FILE).read_text())
+def training_metadata(path) -> dict:
+    """The metadata JSON written next to a fine-tuned model (``path``: its folder or its BiEncoderModel)."""
+    return json.loads((Path(str(path)) / METADATA_FILE).read_text())
 
 
 def train_base_retriever(topics: pd.DataFrame, qrels: pd.DataFrame, corpus: pd.DataFrame,

@@ -9,8 +9,9 @@
     clue_frame >> title                     # retriever mode: a query frame in, a ranking out
     candidates >> title                     # scorer mode: a result frame (has ``docno``) in, its rows re-scored
 
-Mode: like pyterrier-dr's ``BiEncoder``, an input frame with a ``docno`` column is scored (scorer mode), any
-other query frame is searched (retriever mode).
+Mode: like pyterrier-dr's ``BiEncoder``, the modes are declared with ``pta.validate.any``: a query frame with
+the clue column is searched (``retrieve``), a result frame (with ``docno``) and the clue column is scored
+(``score``); ``pt.inspect.transformer_inputs`` lists both.
 
 Field mapping (``pyterrier_tot.decomposition.clues.FIELD_FOR_CLUE``): title → ``title``, author → ``author``,
 genre → ``genres``, plot → ``text``; ``field="query"`` is the base retriever (the full ``query`` over
@@ -19,7 +20,8 @@ genre → ``genres``, plot → ``text``; ``field="query"`` is the base retriever
 
 N/A clues (None, NaN, blank, "N/A"): in retriever mode the query yields **no rows**; in scorer mode every
 candidate of that query gets the neutral score **0.0**, a constant that leaves the query's ranking to the other
-experts. In a :class:`~pyterrier_tot.decomposition.weighted_fuser.WeightedFuser` a missing row counts as the fuser's neutral
+experts. In a :class:`~pyterrier_tot.decomposition.weighted_fuser.WeightedFuser` a missing row counts as the fuser's
+neutral
 value. Books whose field is empty are not in a BM25 field index: they get no row (retriever) or 0.0 (scorer).
 A field that is empty for every book (author / genres on Reddit-TOMT) makes the expert a no-op with a warning.
 
@@ -37,8 +39,9 @@ from typing import Optional, Sequence
 
 import pandas as pd
 import pyterrier as pt
+import pyterrier_alpha as pta
 
-from pyterrier_tot._util import empty_scored, is_missing, require_columns
+from pyterrier_tot._util import empty_scored, explain_columns, is_missing
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column
 from pyterrier_tot.normalise import METHODS, normalise_scores
 
@@ -95,7 +98,8 @@ class FieldExpert(pt.Transformer):
         self.empty_field = bool(
             (index.corpus[list(self.book_fields)].fillna("").astype(str).agg("".join, axis=1).str.strip() == "").all())
         if self.empty_field:
-            warnings.warn(f"{self!r}: every book has an empty {'+'.join(self.book_fields)}; this expert scores nothing")
+            warnings.warn(f"{self!r}: every book has an empty {'+'.join(self.book_fields)}; this expert scores "
+                          "nothing", stacklevel=2)
 
     # ------------------------------------------------------------------ plumbing (shared with BookIndex)
     def retriever(self, num_results: Optional[int] = None) -> pt.Transformer:
@@ -129,13 +133,16 @@ class FieldExpert(pt.Transformer):
 
     # ------------------------------------------------------------------ modes
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        if "docno" in inp.columns:
+        hint = (f"needs the clue column {self.clue!r}, in a query frame (retrieve) or a result frame (score)"
+                + ("" if self.clue == "query" else "; put a ClueDecomposer or RuleClueExtractor before it"))
+        with explain_columns(repr(self), hint), pta.validate.any(inp) as v:
+            v.query_frame([self.clue], mode="retrieve")
+            v.result_frame([self.clue], mode="score")
+        if v.mode == "score":
             return self._score(inp)
         return self._retrieve(inp)
 
     def _retrieve(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pt.validate.query_frame(inp)
-        require_columns(inp, [self.clue], repr(self))
         out_cols = [*inp.columns, "docno", "score", "rank"]
         run = self._queries_with_clue(inp.drop_duplicates("qid"))
         if len(run) == 0 or self.empty_field:
@@ -149,8 +156,6 @@ class FieldExpert(pt.Transformer):
         return pt.model.add_ranks(res)[out_cols]
 
     def _score(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pt.validate.result_frame(inp)
-        require_columns(inp, [self.clue], repr(self))
         if len(inp) == 0:
             return empty_scored(inp)
         out = inp.copy()

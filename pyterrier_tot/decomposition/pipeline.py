@@ -10,7 +10,8 @@
 Stages: the decomposer adds ``clue_*`` / ``clue_year`` columns (any transformer: ``RuleClueExtractor``,
 ``ClueDecomposer`` or :class:`ClueLookup` over a cached clue frame); :class:`CandidateUnion` takes the base
 retriever's top ``k`` and adds each expert's own top ``expert_k`` (retriever mode); the experts then score every
-candidate (scorer mode) and the :class:`~pyterrier_tot.decomposition.weighted_fuser.WeightedFuser` sums their normalised scores.
+candidate (scorer mode) and the :class:`~pyterrier_tot.decomposition.weighted_fuser.WeightedFuser` sums their
+normalised scores.
 
 Default experts: the base retriever (dense, full query over title + text), BM25 over title + text on the full
 query, dense title and plot experts on their clues, and the hard date expert.
@@ -18,12 +19,13 @@ query, dense title and plot experts on their clues, and the hard date expert.
 from __future__ import annotations
 
 import warnings
-from typing import Dict, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 import pandas as pd
 import pyterrier as pt
+import pyterrier_alpha as pta
 
-from pyterrier_tot._util import require_columns
+from pyterrier_tot._util import explain_columns, require_columns
 from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, YEAR_COLUMN
 from pyterrier_tot.decomposition.date_expert import DateExpert
 from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert
@@ -43,11 +45,12 @@ class ClueLookup(pt.Transformer):
         self.label = label
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pt.validate.query_frame(inp)
+        pta.validate.query_frame(inp)
         out = inp.drop(columns=[c for c in self.clues.columns if c in inp.columns]).copy()
         missing = set(out["qid"].astype(str)) - set(self.clues.index)
         if missing:
-            warnings.warn(f"{self!r}: no clues for {len(missing)} query(ies), e.g. {sorted(missing)[:5]}; using N/A")
+            warnings.warn(f"{self!r}: no clues for {len(missing)} query(ies), e.g. {sorted(missing)[:5]}; "
+                          "using N/A", stacklevel=2)
         found = self.clues.reindex(out["qid"].astype(str).values)
         for c in self.clues.columns:
             out[c] = found[c].to_numpy()
@@ -72,9 +75,24 @@ class CandidateUnion(pt.Transformer):
         self.retrievers = list(retrievers)
         self.k = k
         self.expert_k = expert_k
+        self._needs: Optional[List[str]] = None
+
+    def needs(self) -> List[str]:
+        """The columns (besides ``qid``) that the base and every expert retriever need, read from their own
+        declarations (their first query-frame mode), so a missing clue fails here, before any retrieval runs."""
+        if self._needs is None:
+            needs: List[str] = []
+            for t in [self.base, *self.retrievers]:
+                modes = pt.inspect.transformer_inputs(t, strict=False) or [["qid", "query"]]
+                mode = next((m for m in modes if "docno" not in m), modes[0])
+                needs += [c for c in mode if c != "qid" and c not in needs]
+            self._needs = needs
+        return self._needs
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pt.validate.query_frame(inp)
+        with explain_columns(repr(self), f"needs a query frame with {self.needs()} (for its base and expert "
+                             "retrievers)"):
+            pta.validate.query_frame(inp, extra_columns=self.needs())
         cols = [*inp.columns, "docno", "score", "rank"]
         if len(inp) == 0:
             return pd.DataFrame(columns=cols)
@@ -115,7 +133,15 @@ class DecompositionPipeline(pt.Transformer):
         return pipe
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        # each stage validates its own input: the decomposer's (or, without one, the candidates') declaration is
+        # the pipeline's
         return self.pipeline(inp)
+
+    def transform_inputs(self) -> List[List[str]]:
+        return pt.inspect.transformer_inputs(self.pipeline)
+
+    def transform_outputs(self, inp_columns: List[str]) -> List[str]:
+        return pt.inspect.transformer_outputs(self.pipeline, inp_columns)
 
     def without(self, *names: str) -> "DecompositionPipeline":
         """The same pipeline without the named experts (their weights dropped; candidates unchanged)."""
@@ -175,7 +201,8 @@ def decomposition_pipeline(index, decomposer: Optional[pt.Transformer] = None,
     if isinstance(weights, str):
         fuser = WeightedFuser.load(weights, list(experts.values()))
         if fuser.names != names:
-            warnings.warn(f"weights file names {fuser.names} differ from experts {names}; using the experts' order")
+            warnings.warn(f"weights file names {fuser.names} differ from experts {names}; using the experts' "
+                          "order", stacklevel=2)
             fuser.names = names
     else:
         if isinstance(weights, dict):

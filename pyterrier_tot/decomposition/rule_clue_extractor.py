@@ -20,6 +20,7 @@ from typing import Dict, List, Optional
 
 import pandas as pd
 import pyterrier as pt
+import pyterrier_alpha as pta
 
 from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, YEAR_COLUMN, clue_column
 from pyterrier_tot.decomposition.date_resolver import date_mentions
@@ -38,7 +39,7 @@ _NOT_AUTHORS = {"The", "A", "An", "I", "My", "It", "This", "That", "Then", "Ther
 @functools.lru_cache(maxsize=1)
 def genre_lexicon() -> List[str]:
     text = resources.files("pyterrier_tot").joinpath("resources/genres.txt").read_text(encoding="utf8")
-    words = [l.strip().lower() for l in text.splitlines() if l.strip() and not l.startswith("#")]
+    words = [ln.strip().lower() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     return sorted(set(words), key=len, reverse=True)
 
 
@@ -82,7 +83,7 @@ class RuleClueExtractor(pt.Transformer):
         self.query_column = query_column
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pt.validate.query_frame(inp, extra_columns=[self.query_column])
+        pta.validate.query_frame(inp, extra_columns=[self.query_column])
         out = inp.copy()
         rows = [extract_clues(q, self.reference_year) for q in out[self.query_column].tolist()]
         clues = pd.DataFrame(rows, columns=[*CLUE_COLUMNS, YEAR_COLUMN], index=out.index)

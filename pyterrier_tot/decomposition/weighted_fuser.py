@@ -19,7 +19,10 @@ a raw 0, which the fuser cannot tell apart from a real 0.
 ``fit`` tunes the weights on held-out queries: the experts run once over the candidates (cached as a matrix of
 normalised scores), then coordinate ascent over a grid of weights evaluates each setting in numpy (Recall@k,
 Success@k, RR or nDCG@k computed directly; other ir_measures measures through ir_measures). Ties on the target
-measure go to the setting with the higher MRR. Weights save to and load from a small JSON file.
+measure go to the setting with the higher MRR. ``save(path)`` writes the weights as a ``pt.Artifact`` folder
+(type ``fuser_weights``, format ``json``: ``pt_meta.json`` + ``weights.json``); ``WeightedFuser.load(path,
+experts)`` and ``pt.Artifact.load(path).fuser(experts)`` read it back (``load`` also reads the single JSON file
+that earlier versions wrote).
 
 ``+`` or WeightedFuser? ``candidates >> (e1 + e2)`` (experts emit min-max scores by default) is an
 unweighted CombSUM: no training data needed, fine for two or three comparable experts. Prefer the
@@ -29,15 +32,20 @@ genres very little), when some clues are often N/A, or when you have validation 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
-from typing import List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd
 import pyterrier as pt
+import pyterrier_alpha as pta
 
+from pyterrier_tot._artifact import ToTArtifact, building, read_meta
 from pyterrier_tot._util import require_columns
 from pyterrier_tot.normalise import METHODS, normalise_scores
+
+WEIGHTS_FILE = "weights.json"
 
 #: Weight grid of the coordinate ascent.
 DEFAULT_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
@@ -93,11 +101,32 @@ class WeightedFuser(pt.Transformer):
             raise ValueError(f"WeightedFuser: {len(self.names)} names for {n} experts")
         self.rr_k = rr_k
         self.fit_history: List[dict] = []
+        self._expert_inputs: Optional[List[str]] = None
 
     # ------------------------------------------------------------------ features
+    def expert_inputs(self) -> List[str]:
+        """Columns (besides qid and docno) that the experts' scorer modes declare, e.g. ``query``, ``clue_title``,
+        ``clue_year``: the fuser declares them too, so a missing clue fails at its entry, naming the column."""
+        if self._expert_inputs is None:
+            cols: List[str] = []
+            for e in self.experts or []:
+                modes = pt.inspect.transformer_inputs(e, strict=False) or [["qid", "docno"]]
+                mode = next((m for m in modes if "docno" in m), modes[0])
+                cols += [c for c in mode if c not in ("qid", "docno", "score", "rank", "features") and c not in cols]
+            self._expert_inputs = cols
+        return self._expert_inputs
+
+    def _validate(self, inp: pd.DataFrame) -> None:
+        with pta.validate.any(inp) as v:
+            if self.experts is not None:
+                # the experts score the candidates themselves
+                v.result_frame(extra_columns=self.expert_inputs(), mode="candidates")
+            else:
+                v.result_frame(extra_columns=["features"], mode="features")  # a ** feature union upstream
+
     def features(self, inp: pd.DataFrame) -> pd.DataFrame:
         """``inp`` (qid, docno, ...) with one normalised, neutral-filled column per expert (``self.names``)."""
-        pt.validate.result_frame(inp)
+        self._validate(inp)
         base = inp.drop(columns=["features", "score", "rank"], errors="ignore").reset_index(drop=True)
         if base.duplicated(["qid", "docno"]).any():
             raise ValueError("WeightedFuser: the candidate frame has a (qid, docno) pair twice")
@@ -143,9 +172,9 @@ class WeightedFuser(pt.Transformer):
         return out.sort_values(["qid", "rank"], kind="stable").reset_index(drop=True)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pt.validate.result_frame(inp)
+        self._validate(inp)
         if len(inp) == 0:
-            out = inp.drop(columns=["features"], errors="ignore").copy()
+            out = inp.drop(columns=["features", "score", "rank"], errors="ignore").copy()
             out["score"] = pd.Series(dtype=float)
             out["rank"] = pd.Series(dtype=int)
             return out
@@ -199,19 +228,37 @@ class WeightedFuser(pt.Transformer):
                 "normalise": list(self.normalise), "neutral": list(self.neutral), "rr_k": self.rr_k,
                 "fit_metric": getattr(self, "fit_metric", None), "fit_score": getattr(self, "fit_score", None)}
 
-    def save(self, path: Union[str, Path]) -> Path:
-        """Write the weights (and normalisation settings) as JSON."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=2))
+    def save(self, path: Union[str, Path], overwrite: bool = True) -> Path:
+        """Write the weights (and normalisation settings) as a :class:`FuserWeights` artifact folder, atomically.
+        Saved weights already at ``path`` (folder or old JSON file) are replaced unless ``overwrite=False``;
+        anything else there is never touched."""
+        path = Path(path).expanduser()
+        replace = False
+        if path.exists():
+            if not overwrite:
+                raise FileExistsError(f"{path} already exists; pass overwrite=True to replace it")
+            if not _holds_weights(path):
+                raise FileExistsError(f"{path} exists and holds no saved fuser weights; choose another path")
+            if path.is_file():
+                path.unlink()  # building() swaps folders, not files
+            else:
+                replace = True
+        d = self.to_dict()
+        with building(path, overwrite=replace) as tmp:
+            (tmp / WEIGHTS_FILE).write_text(json.dumps(d, indent=2))
+            FuserWeights(tmp)._write_meta(tmp, names=d["names"], n_experts=len(d["names"]),
+                                          fit_metric=d["fit_metric"], fit_score=d["fit_score"],
+                                          weights_file=WEIGHTS_FILE)
         return path
 
     @classmethod
-    def load(cls, path: Union[str, Path], experts: Optional[Sequence[pt.Transformer]] = None) -> "WeightedFuser":
-        """A fuser from a JSON written by :meth:`save` (``experts`` must match the saved count and order)."""
-        d = json.loads(Path(path).read_text())
+    def load(cls, path, experts: Optional[Sequence[pt.Transformer]] = None) -> "WeightedFuser":
+        """A fuser from weights written by :meth:`save` (a folder, a :class:`FuserWeights`, or the single JSON
+        file of earlier versions); ``experts`` must match the saved count and order."""
+        d = _read_weights(path)
         if experts is not None and len(experts) != len(d["weights"]):
-            raise ValueError(f"{path}: {len(d['weights'])} weights saved for {d['names']}, {len(experts)} experts given")
+            raise ValueError(f"{path}: {len(d['weights'])} weights saved for {d['names']}, "
+                             f"{len(experts)} experts given")
         fuser = cls(experts, weights=d["weights"], normalise=d["normalise"], neutral=d["neutral"],
                     names=d["names"], rr_k=d.get("rr_k", 60.0))
         if d.get("fit_metric"):
@@ -221,6 +268,51 @@ class WeightedFuser(pt.Transformer):
     def __repr__(self):
         w = ", ".join(f"{n}={x:g}" for n, x in zip(self.names, self.weights))
         return f"WeightedFuser({w}; normalise={self.normalise[0] if len(set(self.normalise)) == 1 else self.normalise})"
+
+
+def _holds_weights(path: Path) -> bool:
+    try:
+        _read_weights(path)
+    except (OSError, ValueError, KeyError):
+        return False
+    return True
+
+
+def _read_weights(path) -> Dict[str, Any]:
+    path = Path(str(path.path) if isinstance(path, pt.Artifact) else os.fspath(path)).expanduser()
+    if path.is_dir():
+        kind = read_meta(path).get("type")
+        if kind != FuserWeights.ARTIFACT_TYPE:
+            raise ValueError(f"{path} holds a {kind!r} artifact, not fuser weights")
+        path = path / WEIGHTS_FILE
+    d = json.loads(path.read_text(encoding="utf8"))
+    if not isinstance(d, dict) or "weights" not in d or "names" not in d:
+        raise ValueError(f"{path} is not a saved WeightedFuser (no 'names' and 'weights')")
+    return d
+
+
+class FuserWeights(ToTArtifact):
+    """Saved :class:`WeightedFuser` weights: a folder with ``pt_meta.json`` and ``weights.json``.
+
+    >>> w = pt.Artifact.load("fuser-weights")      # written by WeightedFuser.save
+    >>> w.weights()                                 # {"dense": 1.0, "title": 0.3, ...}
+    >>> fuser = w.fuser(experts)                    # or w.fuser() for ``**`` feature-union mode
+    """
+
+    ARTIFACT_TYPE = "fuser_weights"
+    ARTIFACT_FORMAT = "json"
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Everything :meth:`WeightedFuser.to_dict` saved."""
+        return _read_weights(Path(self.path))
+
+    def weights(self) -> Dict[str, float]:
+        d = self.to_dict()
+        return dict(zip(d["names"], d["weights"]))
+
+    def fuser(self, experts: Optional[Sequence[pt.Transformer]] = None) -> WeightedFuser:
+        """The fuser with these weights over ``experts`` (``None``: it reads a ``features`` column)."""
+        return WeightedFuser.load(Path(self.path), experts)
 
 
 class _FastEvaluator:

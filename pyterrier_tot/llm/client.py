@@ -179,7 +179,8 @@ class LLM:
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:
-                self._count(cache_hits=1, prompt_tokens=hit["prompt_tokens"], completion_tokens=hit["completion_tokens"])
+                self._count(cache_hits=1, prompt_tokens=hit["prompt_tokens"],
+                            completion_tokens=hit["completion_tokens"])
                 return hit["answer"]
         last: Optional[BaseException] = None
         for attempt in range(self.max_retries + 1):
@@ -252,7 +253,7 @@ class LLM:
             self._count(seconds=time.perf_counter() - t0)
         if failed:
             warnings.warn(f"{self!r}: {len(failed)} of {len(requests)} request(s) failed after {self.max_retries} "
-                          f"retries and count as N/A; first error: {failed[0]}")
+                          f"retries and count as N/A; first error: {failed[0]}", stacklevel=2)
         return out
 
     def __repr__(self):

@@ -122,7 +122,7 @@ class LlamaServer:
     def stop(self) -> None:
         dead = self.dead_reason()
         if dead:
-            warnings.warn(f"{dead} before stop(); requests after that failed")
+            warnings.warn(f"{dead} before stop(); requests after that failed", stacklevel=2)
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
             proc.terminate()

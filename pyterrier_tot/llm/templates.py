@@ -17,7 +17,7 @@ import hashlib
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Dict, List, Optional, Union
+from typing import Dict, List, Union
 
 _HEADER = re.compile(r"^\[(system|user|assistant)\]\s*$")
 PLACEHOLDER = "{query}"

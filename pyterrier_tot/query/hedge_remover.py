@@ -29,6 +29,7 @@ from typing import Iterable, List, Optional, Tuple, Union
 import numpy as np
 import pandas as pd
 import pyterrier as pt
+import pyterrier_alpha as pta
 
 NEGATION_MODES = ("keep", "not", "drop")
 LexiconArg = Union[None, str, Path, Iterable[str]]
@@ -129,7 +130,8 @@ class HedgeRemover(pt.Transformer):
             if not phrase:
                 continue
             key = _normal_key(phrase)
-            if key in seen and seen[key][0].count("'") + seen[key][0].count("’") > phrase.count("'") + phrase.count("’"):
+            apostrophes = phrase.count("'") + phrase.count("’")
+            if key in seen and seen[key][0].count("'") + seen[key][0].count("’") > apostrophes:
                 phrase = seen[key][0]  # keep the spelling with apostrophes: it matches both forms
             seen[key] = (phrase, negated)  # later entries (the user's) override the negation flag
         self.entries: List[Tuple[str, bool]] = sorted(seen.values(), key=lambda pn: (-len(_normal_key(pn[0])), pn[0]))
@@ -178,7 +180,7 @@ class HedgeRemover(pt.Transformer):
 
     # ------------------------------------------------------------------ transformer
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pt.validate.query_frame(inp, extra_columns=["query"])
+        pta.validate.query_frame(inp, extra_columns=["query"])
         out = pt.model.push_queries(inp, keep_original=True)
         originals = out["query_0"]
         bad = originals.map(lambda q: not isinstance(q, str))

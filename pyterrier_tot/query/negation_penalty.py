@@ -37,6 +37,9 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 import pandas as pd
 import pyterrier as pt
+import pyterrier_alpha as pta
+
+from pyterrier_tot._util import explain_columns
 
 MODES = ("heads", "phrase")
 
@@ -48,9 +51,10 @@ _TOKEN = re.compile(r"[^\W_]+(?:[-'’][^\W_]+)*", re.UNICODE)
 #: words right after a cue that make it about the requester's memory, not about the book
 UNCERTAIN = {"sure", "certain", "positive", "remember", "recall", "know", "knowing", "recollect", "care", "mind",
              "matter", "quite", "only", "just", "even", "until", "long", "longer", "much", "many", "exactly",
-             "totally", "entirely", "completely", "100", "too", "very", "sure", "able", "recognise", "recognize",
+             "totally", "entirely", "completely", "100", "too", "very", "able", "recognise", "recognize",
              "find", "found", "help", "worry", "thanks", "problem", "idea", "clue", "luck"}
-STOPWORDS = {"a", "an", "the", "it", "its", "it's", "i'm", "i've", "i'd", "i'll", "that's", "there's", "was", "is", "be", "been", "being", "are", "were", "am", "have",
+STOPWORDS = {"a", "an", "the", "it", "its", "it's", "i'm", "i've", "i'd", "i'll", "that's", "there's", "was", "is",
+             "be", "been", "being", "are", "were", "am", "have",
              "has", "had", "do", "does", "did", "of", "to", "in", "on", "at", "by", "for", "with", "from", "about",
              "as", "that", "this", "these", "those", "there", "any", "some", "one", "really", "actually",
              "definitely", "necessarily", "exactly", "think", "believe", "so", "just", "very", "too", "i", "my",
@@ -69,7 +73,7 @@ VAGUE = {"later", "earlier", "year", "years", "lot", "lots", "way", "else", "eve
          "other", "another", "own", "part", "kind", "type", "sort", "word", "words", "sense"}
 DETERMINERS = {"a", "an", "the", "any", "some", "one", "another", "that", "this", "those", "these"}
 _PASS = {"be", "been", "being", "is", "was", "are", "were", "have", "has", "had", "do", "does", "did", "really",
-         "actually", "definitely", "necessarily", "think", "believe", "it", "it's", "its", "was", "part",
+         "actually", "definitely", "necessarily", "think", "believe", "it", "it's", "its", "part",
          "of", "set", "in", "quite", "at", "all", "even", "meant", "supposed", "to", "considered"}
 _CUT = {"about", "with", "by", "for", "from", "in", "on", "at", "of", "that", "which", "who", "where", "when",
         "because", "since", "as", "like", "than", "so", "to", "into", "while", "though", "although", "if",
@@ -260,17 +264,25 @@ class NegationPenalty(pt.Transformer):
 
     # ------------------------------------------------------------------ transformer
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pt.validate.result_frame(inp, extra_columns=[self.query_column, "score"])
+        needs = [self.query_column, "score"]
+        hint = (f"needs a result frame with {needs}" if self.index is not None else
+                f"needs a result frame with {needs} and 'title' and 'text' columns, or a BookIndex "
+                "(NegationPenalty(index=...))")
+        with explain_columns(repr(self), hint), pta.validate.any(inp) as v:
+            # book text comes from the frame when it has it; only an index makes those columns optional
+            v.result_frame([*needs, "title", "text"], mode="columns")
+            if self.index is not None:
+                v.result_frame(needs, mode="index")
+            elif len(inp) == 0 and {"qid", "docno", *needs} <= set(inp.columns):
+                # no rows, no books to read: pt.Experiment probes pipelines with such frames
+                v.result_frame(needs, mode="empty")
         out = inp.copy()
         out["negation_penalty"] = pd.Series(0.0, index=out.index, dtype=float)
         if len(out) == 0:
             if "rank" not in out.columns:
                 out["rank"] = pd.Series(dtype=int)
             return out
-        from_columns = "title" in out.columns and "text" in out.columns
-        if not from_columns and self.index is None:
-            raise KeyError(f"{self!r} needs 'title' and 'text' columns in the result frame or a BookIndex "
-                           f"(NegationPenalty(index=...)); got columns {list(out.columns)}")
+        from_columns = v.mode == "columns"
         per_query = {qid: self.concepts(q) for qid, q in
                      out.drop_duplicates("qid").set_index("qid")[self.query_column].items()}
         rows = out["qid"].map(lambda q: bool(per_query.get(q)))

@@ -19,8 +19,9 @@ from typing import Sequence, Union
 
 import pandas as pd
 import pyterrier as pt
+import pyterrier_alpha as pta
 
-from pyterrier_tot._util import check_queries, is_missing
+from pyterrier_tot._util import check_queries, explain_columns, is_missing
 from pyterrier_tot.decomposition.clue_decomposer import clean_answer
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, clue_column
 from pyterrier_tot.llm.templates import load_prompt
@@ -42,13 +43,11 @@ class _LLMRewriter(pt.Transformer):
         return generated
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pt.validate.query_frame(inp, extra_columns=["query"])
+        pta.validate.query_frame(inp, extra_columns=["query"])
+        out = pt.model.push_queries(inp.copy(), keep_original=True, inplace=False)
         if len(inp) == 0:
-            out = inp.copy()
-            out["query_0"] = pd.Series(dtype=object)
             return out
         check_queries(inp, repr(self))
-        out = pt.model.push_queries(inp.copy(), keep_original=False, inplace=False)
         originals = out["query_0"].astype(str).tolist()
         answers = self.llm.chat_many([self.prompt.messages(q[: self.max_query_chars]) for q in originals],
                                      prompt_version=self.prompt.version, desc=self.label)
@@ -63,7 +62,7 @@ class _LLMRewriter(pt.Transformer):
         if failed:
             self.failures += failed
             warnings.warn(f"{self!r}: {failed} of {len(originals)} rewrite(s) failed or came back empty; "
-                          "those rows keep their original query")
+                          "those rows keep their original query", stacklevel=2)
         out["query"] = new
         return out
 
@@ -108,11 +107,12 @@ class ClueConcatenator(pt.Transformer):
         self.fallbacks = 0
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pt.validate.query_frame(inp, extra_columns=["query"])
-        present = [c for c in self.columns if c in inp.columns]
-        if not present:
-            raise KeyError(f"{self!r} needs clue columns (some of {self.columns}); got {list(inp.columns)}. "
-                           "Put a ClueDecomposer or RuleClueExtractor before it.")
+        # any one clue column will do (the others count as N/A), so each is its own mode
+        hint = (f"needs clue columns (some of {self.columns}) in a query frame with 'query'; put a ClueDecomposer "
+                "or RuleClueExtractor before it")
+        with explain_columns(repr(self), hint), pta.validate.any(inp) as v:
+            for c in self.columns:
+                v.query_frame(["query", c], mode=c)
         out = pt.model.push_queries(inp.copy(), keep_original=False, inplace=False)
         new, fallback = [], 0
         for _, row in out.iterrows():

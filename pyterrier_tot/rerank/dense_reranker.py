@@ -27,8 +27,9 @@ from typing import Optional, Sequence, Union
 import numpy as np
 import pandas as pd
 import pyterrier as pt
+import pyterrier_alpha as pta
 
-from pyterrier_tot._util import check_queries
+from pyterrier_tot._util import check_queries, explain_columns
 from pyterrier_tot.normalise import normalise_scores
 
 
@@ -99,7 +100,8 @@ class DenseReranker(pt.Transformer):
                 self._scorer = self.index.dense_scorer(self.model, self.fields, self.max_chars, encoder=self.encoder)
                 if _normalises(self.encoder) is False:
                     warnings.warn(f"{self!r}: model {self.model!r} does not normalise its embeddings; stored-vector "
-                                  "scores are dot products, not cosines (use stored=False for exact cosines)")
+                                  "scores are dot products, not cosines (use stored=False for exact cosines)",
+                                  stacklevel=2)
             scored = self._scorer(block[["qid", "query", "docno"]])
             key = pd.MultiIndex.from_frame(scored[["qid", "docno"]].astype(str))
             lookup = pd.Series(scored["score"].to_numpy(dtype=float), index=key)
@@ -126,10 +128,13 @@ class DenseReranker(pt.Transformer):
 
     # ------------------------------------------------------------------ transformer
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pt.validate.result_frame(inp, extra_columns=["query", "score"])
-        if self.index is None and "text" not in inp.columns:
-            raise KeyError(f"{self!r} needs a 'text' column in the result frame or a BookIndex "
-                           f"(DenseReranker(index=...)); got columns {list(inp.columns)}")
+        # without an index the book text can only come from the frame
+        needs = ["query", "score"] if self.index is not None else ["query", "score", "text"]
+        hint = (f"needs a result frame with {needs}" if self.index is not None else
+                "needs a result frame with 'query', 'score' and a 'text' column, or a BookIndex "
+                "(DenseReranker(index=...))")
+        with explain_columns(repr(self), hint):
+            pta.validate.result_frame(inp, extra_columns=needs)
         out = inp.copy()
         if len(out) == 0:
             out["score"] = pd.Series(dtype=float)

@@ -1,0 +1,231 @@
+"""The transformers that :class:`~pyterrier_tot.index.BookIndex` hands out: a safe wrapper around any first-stage
+retriever (BM25 or dense), the dense retriever and scorer over stored vectors, and the book-text loader.
+
+Each declares its input with ``pta.validate`` (so ``pt.inspect`` reports it), returns the same columns for an
+empty frame as for a real one, and the retrievers implement ``fuse_rank_cutoff``: ``(index.bm25() % 10)
+.compile()`` is one retriever asked for 10 results, not a retriever followed by a ``RankCutoff``.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import re
+import sys
+import tempfile
+import warnings
+from typing import List, Optional, Tuple
+
+import pandas as pd
+import pyterrier as pt
+import pyterrier_alpha as pta
+
+from pyterrier_tot._util import check_queries
+from pyterrier_tot.errors import BadInputError, UnknownDocnoError  # noqa: F401  (re-exported)
+
+_WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
+_RANKED = ("docno", "score", "rank")
+
+
+def tokenise_query(text: str, max_terms: int = 1024, max_term_len: int = 64) -> str:
+    """Lower-cased word tokens joined by spaces: safe for any query parser (no operators, quotes, emoji or
+    control characters survive), with over-long tokens and queries cut."""
+    toks = [t for t in _WORD_RE.findall(str(text).lower()) if len(t) <= max_term_len]
+    return " ".join(toks[:max_terms])
+
+
+@contextlib.contextmanager
+def quiet_native_output():
+    """Silence native (C++) output on fds 1 and 2 (PISA logs and progress bars); replay it on failure."""
+    streams = [sys.stdout, sys.stderr]
+    try:
+        fds = [st.fileno() for st in streams]
+    except (AttributeError, OSError, ValueError):
+        yield
+        return
+    for st in streams:
+        st.flush()
+    saved = [os.dup(fd) for fd in fds]
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        for fd in fds:
+            os.dup2(tmp.fileno(), fd)
+        failed = False
+        try:
+            yield
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            for fd, keep in zip(fds, saved):
+                os.dup2(keep, fd)
+                os.close(keep)
+            if failed:
+                tmp.seek(0)
+                sys.stderr.write(tmp.read()[-4000:].decode("utf8", "replace"))
+
+
+def _ranked_columns(inp_columns) -> List[str]:
+    return [*[c for c in inp_columns if c not in _RANKED], *_RANKED]
+
+
+def _scored_columns(inp_columns) -> List[str]:
+    return [*[c for c in inp_columns if c not in ("score", "rank")], "score", "rank"]
+
+
+def check_docnos(inp: pd.DataFrame, known: pd.Index, who: str) -> None:
+    """Raise :class:`UnknownDocnoError` naming the docnos of ``inp`` missing from ``known``."""
+    unknown = ~inp["docno"].isin(known)
+    if unknown.any():
+        bad = inp.loc[unknown, "docno"].drop_duplicates().tolist()
+        raise UnknownDocnoError(f"{who}: docno(s) not in the corpus: {bad[:5]}")
+
+
+class SafeRetriever(pt.Transformer):
+    """Wraps a retriever: validates queries (no empty ones), optionally hands it safely tokenised text,
+    restores the user's query text in the output, and warns when queries find nothing.
+
+    ``(retriever % k).compile()`` asks the wrapped retriever for ``k`` results (``fuse_rank_cutoff``)."""
+
+    def __init__(self, retriever: pt.Transformer, label: str, tokenise: bool = True,
+                 num_results: Optional[int] = None):
+        self.retriever = retriever
+        self.label = label
+        self.tokenise = tokenise
+        self.num_results = num_results if num_results is not None else getattr(retriever, "num_results", None)
+        self.empty_results = 0
+
+    def fuse_rank_cutoff(self, k: int) -> Optional["SafeRetriever"]:
+        if self.num_results is not None and k >= self.num_results:
+            return None
+        inner = self.retriever.fuse_rank_cutoff(k)
+        if inner is None:
+            return None
+        return SafeRetriever(inner, self.label, tokenise=self.tokenise, num_results=k)
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        pta.validate.query_frame(inp, extra_columns=["query"])
+        cols = _ranked_columns(inp.columns)
+        if len(inp) == 0:
+            return pd.DataFrame(columns=cols)
+        check_queries(inp, repr(self))
+        run = inp
+        if self.tokenise:
+            run = inp.copy()
+            run["query"] = run["query"].map(tokenise_query)
+            blank = run[run["query"] == ""]
+            if len(blank):
+                raise ValueError(f"{self!r}: query has no searchable words for qid(s) {blank['qid'].tolist()[:10]}")
+        res = self.retriever(run)
+        if len(res) == 0:
+            res = pd.DataFrame(columns=cols)
+        elif self.tokenise:
+            res["query"] = res["qid"].map(inp.drop_duplicates("qid").set_index("qid")["query"])
+        missing = set(inp["qid"]) - set(res["qid"])
+        if missing:
+            self.empty_results += len(missing)
+            warnings.warn(f"{self!r}: no results for {len(missing)} query(ies), e.g. {sorted(missing)[:5]}",
+                          stacklevel=2)
+        return res[cols + [c for c in res.columns if c not in cols]]
+
+    def __repr__(self):
+        if self.num_results is None or self.num_results == 1000 or not self.label.endswith(")"):
+            return self.label
+        return f"{self.label[:-1]}, num_results={self.num_results})"
+
+    def subtransformers(self):
+        return {"retriever": self.retriever}
+
+
+class DenseRetriever(pt.Transformer):
+    """Query encoder, then a FlexIndex retriever (numpy or faiss); the query vectors and FlexIndex docids are
+    dropped from the output. ``fuse_rank_cutoff`` goes to the FlexIndex retriever; ``exact`` says its search is
+    exhaustive (numpy, faiss flat), so a copy asked for fewer results returns exactly the top of the longer list
+    even where pyterrier-dr declines to fuse (it does for every faiss retriever, approximate ones included)."""
+
+    def __init__(self, query_encoder: pt.Transformer, retriever: pt.Transformer, label: str, exact: bool = False):
+        self.query_encoder = query_encoder
+        self.retriever = retriever
+        self.label = label
+        self.exact = exact
+
+    @property
+    def num_results(self) -> Optional[int]:
+        return getattr(self.retriever, "num_results", None)
+
+    def fuse_rank_cutoff(self, k: int) -> Optional["DenseRetriever"]:
+        inner = self.retriever.fuse_rank_cutoff(k)
+        if inner is None and self.exact and self.num_results is not None and k < self.num_results:
+            inner = copy.copy(self.retriever)
+            inner.num_results = k
+        return None if inner is None else DenseRetriever(self.query_encoder, inner, self.label, self.exact)
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        pta.validate.query_frame(inp, extra_columns=["query"])
+        if len(inp) == 0:
+            return pd.DataFrame(columns=_ranked_columns(inp.columns))
+        res = self.retriever(self.query_encoder(inp))
+        return res.drop(columns=["query_vec", "docid"], errors="ignore")
+
+    def __repr__(self):
+        return self.label
+
+    def subtransformers(self):
+        return {"query_encoder": self.query_encoder, "retriever": self.retriever}
+
+
+class DenseScorer(pt.Transformer):
+    """Re-scores a result frame by cosine between the encoded query and the stored book vectors (no book is
+    re-encoded). A docno the index does not hold raises :class:`UnknownDocnoError` naming it."""
+
+    def __init__(self, query_encoder: pt.Transformer, scorer: pt.Transformer, known: pd.Index, label: str):
+        self.query_encoder = query_encoder
+        self.scorer = scorer
+        self.known = known
+        self.label = label
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        pta.validate.result_frame(inp, extra_columns=["query"])
+        cols = _scored_columns(inp.columns)
+        if len(inp) == 0:
+            out = inp.drop(columns=["score", "rank"], errors="ignore").copy()
+            out["score"] = pd.Series(dtype=float)
+            out["rank"] = pd.Series(dtype=int)
+            return out[cols]
+        check_queries(inp.drop_duplicates("qid"), repr(self))
+        check_docnos(inp, self.known, repr(self))
+        out = self.scorer(self.query_encoder(inp))
+        out = out.drop(columns=["query_vec", "docid"], errors="ignore")
+        return out[cols + [c for c in out.columns if c not in cols]]
+
+    def __repr__(self):
+        return self.label
+
+    def subtransformers(self):
+        return {"query_encoder": self.query_encoder, "scorer": self.scorer}
+
+
+class TextLoader(pt.Transformer):
+    """Adds the text of each result's book (``fields`` joined by newlines, cut at ``max_chars``) as ``column``."""
+
+    def __init__(self, index, fields: Tuple[str, ...], max_chars: Optional[int], column: str = "text"):
+        self.index = index
+        self.fields = fields
+        self.max_chars = max_chars
+        self.column = column
+        self._text = None
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        pta.validate.result_frame(inp)
+        out = inp.copy()
+        if len(inp) == 0:
+            out[self.column] = pd.Series(dtype=str)
+            return out
+        if self._text is None:
+            self._text = pd.Series(self.index.field_text(self.fields, self.max_chars).values,
+                                   index=self.index.corpus["docno"].values)
+        check_docnos(inp, self._text.index, repr(self))
+        out[self.column] = self._text.loc[out["docno"]].values
+        return out
+
+    def __repr__(self):
+        return f"TextLoader({'+'.join(self.fields)}, max_chars={self.max_chars})"
