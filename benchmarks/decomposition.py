@@ -25,7 +25,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402  (sets HF_HUB_OFFLINE)
-
 import pandas as pd  # noqa: E402
 import pyterrier as pt  # noqa: E402
 from ir_measures import R  # noqa: E402
@@ -33,9 +32,9 @@ from ir_measures import R  # noqa: E402
 import pyterrier_tot as ptt  # noqa: E402
 from pyterrier_tot.decomposition.clue_decomposer import ClueDecomposer, groundedness  # noqa: E402
 from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, CLUE_FIELDS, YEAR_COLUMN  # noqa: E402
+from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor  # noqa: E402
 from pyterrier_tot.llm.llama_server import LlamaServer  # noqa: E402
 from pyterrier_tot.query.rewriters import ClueConcatenator  # noqa: E402
-from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor  # noqa: E402
 
 #: The paper's Table 3, "Total" row: % of WhatsThatBook posts (with at least one clue) per extracted field.
 PAPER_TABLE3 = {"plot": 95.5, "date": 58.5, "cover": 20.4, "title": 30.1, "genre": 32.2, "author": 7.6}
@@ -55,8 +54,8 @@ def write_clues(df: pd.DataFrame, path: Path) -> None:
 
 
 def clue_recall(dense, clues: pd.DataFrame, qrels: pd.DataFrame) -> dict:
-    run = (ClueConcatenator() >> dense)(clues[["qid", "query", *CLUE_COLUMNS]])
-    res = pt.Experiment([run], clues[["qid", "query"]], qrels, [R @ 5, R @ 100], names=["x"])
+    system = pt.Transformer.from_df(clues[["qid", *CLUE_COLUMNS]]) >> ClueConcatenator() >> dense
+    res = pt.Experiment([system], clues[["qid", "query"]], qrels, [R @ 5, R @ 100], names=["x"])
     return {"R@5": round(float(res["R@5"].iloc[0]), 3), "R@100": round(float(res["R@100"].iloc[0]), 3)}
 
 
@@ -149,7 +148,8 @@ def main():
                    "R@100": round(float(base_all["R@100"].iloc[0]), 3)})
     if not args.no_per_field:
         base_sub = pt.Experiment([dense], sub, sub_qrels, [R @ 5, R @ 100], names=["full query"])
-        recall.append({"clues": "full query (baseline)", "scope": "subset", "R@5": round(float(base_sub["R@5"].iloc[0]), 3),
+        recall.append({"clues": "full query (baseline)", "scope": "subset",
+                       "R@5": round(float(base_sub["R@5"].iloc[0]), 3),
                        "R@100": round(float(base_sub["R@100"].iloc[0]), 3)})
     for (mode, strategy, scope), df in clue_frames.items():
         q = qrels if scope == "all" else sub_qrels
@@ -176,7 +176,7 @@ def main():
                "per_field_subset": len(sub), "max_tokens": args.max_tokens, "rows": rows,
                "paper_table3": PAPER_TABLE3, "groundedness": groundedness_stats, "mean_word_overlap": overlap,
                "recall": recall, "timings": timings}
-    md = [f"# Clue decomposition on Reddit-TOMT (Books) validation\n",
+    md = ["# Clue decomposition on Reddit-TOMT (Books) validation\n",
           f"LLM: {args.label} served by llama.cpp (`LlamaServer`), temperature 0, seed 0, max_tokens "
           f"{args.max_tokens}, one request at a time on {_common.machine()['cpus']} CPU cores. Joint strategy on "
           f"{'the first ' if args.limit else 'all '}{len(topics)} validation queries; "

@@ -19,8 +19,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402  (sets HF_HUB_OFFLINE)
-
-import ir_measures  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pyterrier as pt  # noqa: E402
@@ -28,10 +26,10 @@ from ir_measures import RR, Success, nDCG  # noqa: E402
 from scipy import stats  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot.rerank.dense_reranker import DenseReranker  # noqa: E402
 from pyterrier_tot.query.hedge_remover import HedgeRemover, hedge_statistics  # noqa: E402
 from pyterrier_tot.query.negation_penalty import NegationPenalty  # noqa: E402
 from pyterrier_tot.query.rm3 import rm3_pipeline, terrier_status  # noqa: E402
+from pyterrier_tot.rerank.dense_reranker import DenseReranker  # noqa: E402
 
 MEASURES = [RR, nDCG @ 10, Success @ 1, Success @ 10, Success @ 100]
 COLS = ["RR", "nDCG@10", "Success@1", "Success@10", "Success@100"]
@@ -54,18 +52,27 @@ def systems_for(index):
     return out
 
 
-def per_query(run: pd.DataFrame, qrels: pd.DataFrame, measure) -> pd.Series:
-    q = qrels.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"})
-    r = run.rename(columns={"qid": "query_id", "docno": "doc_id"})[["query_id", "doc_id", "score"]]
-    vals = {m.query_id: m.value for m in ir_measures.iter_calc([measure], q, r)}
-    return pd.Series(vals, dtype=float)
+def per_query(runs: dict, topics: pd.DataFrame, qrels: pd.DataFrame, measure) -> dict:
+    """name -> per-query values of ``measure`` (pt.Experiment, perquery=True), indexed like ``topics``."""
+    names = list(runs)
+    t = pt.Experiment([pt.Transformer.from_df(runs[n]) for n in names], topics, qrels, eval_metrics=[measure],
+                      names=names, perquery=True)
+    wide = t.pivot_table(index="qid", columns="name", values="value")
+    return {n: wide[n].reindex(topics["qid"]).fillna(0.0) for n in names}
 
 
-def target_rank(run: pd.DataFrame, qrels: pd.DataFrame) -> pd.Series:
-    rel = qrels[qrels["label"] > 0][["qid", "docno"]]
-    ranked = run.merge(rel, on=["qid", "docno"])
-    best = ranked.groupby("qid")["rank"].min() + 1  # 1-based
-    return best.reindex(qrels["qid"].unique()).fillna(np.inf)
+def stratum_table(runs: dict, topics: pd.DataFrame, qrels: pd.DataFrame, strata: dict, names, measures) -> pd.DataFrame:
+    """One pt.Experiment per stratum of queries (the stratum's means come from ir_measures)."""
+    rows = []
+    for label, mask in strata.items():
+        row = {"stratum": label, "queries": int(mask.sum())}
+        if mask.any():
+            t = pt.Experiment([pt.Transformer.from_df(runs[n]) for n in names], topics[mask.values], qrels,
+                              eval_metrics=measures, names=list(names), round=4)
+            for rec in t.to_dict("records"):
+                row.update({f"{rec['name']} {m}": rec[m] for m in t.columns if m != "name"})
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def run_dataset(name: str, split: str) -> tuple[dict, str]:
@@ -97,11 +104,10 @@ def run_dataset(name: str, split: str) -> tuple[dict, str]:
     else:
         rm3_note = f"RM3 not run: {reason}"
     names = list(runs)
-    table = pt.Experiment([runs[n] for n in names], topics, qrels, eval_metrics=MEASURES, names=names,
+    table = pt.Experiment([pt.Transformer.from_df(runs[n]) for n in names], topics, qrels, eval_metrics=MEASURES,
+                          names=names,
                           baseline=0, round=4)
     base = table.iloc[0]
-    for c in ("RR", "nDCG@10"):
-        table[f"Δ{c} %"] = ((table[c] - base[c]) / base[c] * 100).round(1) if base[c] else np.nan
 
     # --- hedge statistics of the (original) queries
     remover = HedgeRemover()
@@ -111,26 +117,21 @@ def run_dataset(name: str, split: str) -> tuple[dict, str]:
     counts = topics.set_index("qid")["query"].map(remover.count_hedges)
 
     # --- per-query analysis: hedge gain by hedge bucket, dense gain on hard vs easy queries
-    ndcg = {n: per_query(runs[n], qrels, nDCG @ 10).reindex(topics["qid"]).fillna(0.0) for n in names}
-    rr = {n: per_query(runs[n], qrels, RR).reindex(topics["qid"]).fillna(0.0) for n in names}
+    ndcg = per_query(runs, topics, qrels, nDCG @ 10)
+    rr = per_query(runs, topics, qrels, RR)
     gain = ndcg["BM25 + hedges"] - ndcg["BM25"]
     r, p = stats.pearsonr(counts.reindex(gain.index), gain) if gain.std() > 0 else (np.nan, np.nan)
-    buckets = pd.cut(counts.reindex(gain.index), [-1, 0, 2, 5, 11, 10**6], labels=["0", "1-2", "3-5", "6-11", "12+"])
-    by_bucket = pd.DataFrame({"bucket": buckets, "gain": gain}).groupby("bucket", observed=False)["gain"].agg(
-        ["count", "mean"]).round(4).reset_index()
-    bm25_rank = target_rank(runs["BM25"], qrels).reindex(topics["qid"])
-    strata = {"easy (BM25 rank 1-10)": bm25_rank <= 10,
-              "hard, in pool (BM25 rank 11-100)": (bm25_rank > 10) & (bm25_rank <= 100),
-              "outside pool (BM25 rank > 100 or none)": bm25_rank > 100}
-    hard_rows = []
-    for label, mask in strata.items():
-        row = {"stratum": label, "queries": int(mask.sum())}
-        for n in ("BM25", "Hybrid dense", "Hybrid dense + hedges"):
-            row[f"{n} S@10"] = round(float(per_query(runs[n], qrels, Success @ 10).reindex(topics["qid"])
-                                           .fillna(0.0)[mask.values].mean()), 4) if mask.any() else np.nan
-            row[f"{n} RR"] = round(float(rr[n][mask.values].mean()), 4) if mask.any() else np.nan
-        hard_rows.append(row)
-    hard = pd.DataFrame(hard_rows)
+    buckets = pd.cut(counts.reindex(topics["qid"]), [-1, 0, 2, 5, 11, 10**6], labels=["0", "1-2", "3-5", "6-11", "12+"])
+    by_bucket = stratum_table(runs, topics, qrels, {b: (buckets == b) for b in buckets.cat.categories},
+                              ["BM25", "BM25 + hedges"], [nDCG @ 10]).rename(columns={"stratum": "bucket"})
+    # the target's BM25 rank band, from per-query Success@10 / Success@100 of the BM25 run
+    s10 = per_query({"BM25": runs["BM25"]}, topics, qrels, Success @ 10)["BM25"]
+    s100 = per_query({"BM25": runs["BM25"]}, topics, qrels, Success @ 100)["BM25"]
+    strata = {"easy (BM25 rank 1-10)": s10 > 0,
+              "hard, in pool (BM25 rank 11-100)": (s10 == 0) & (s100 > 0),
+              "outside pool (BM25 rank > 100 or none)": s100 == 0}
+    hard = stratum_table(runs, topics, qrels, strata, ["BM25", "Hybrid dense", "Hybrid dense + hedges"],
+                         [Success @ 10, RR])
     neg_changed = {}
     for n in ("BM25 + negation (heads)", "BM25 + negation (phrase)"):
         res = runs[n]
@@ -139,7 +140,8 @@ def run_dataset(name: str, split: str) -> tuple[dict, str]:
         neg_changed[n] = {"queries_with_penalised_docs": int(penalised["qid"].nunique()),
                           "penalised_docs": int(len(penalised)),
                           "queries_whose_RR_changed": changed_q,
-                          "targets_penalised": int(penalised.merge(qrels[qrels.label > 0], on=["qid", "docno"]).shape[0])}
+                          "targets_penalised": int(len(penalised.merge(qrels[qrels.label > 0],
+                                                                       on=["qid", "docno"])))}
 
     payload = {"queries": len(topics), "books": len(index), "notes": notes + ([rm3_note] if rm3_note else []),
                "results": table.to_dict("records"), "seconds": timing, "hedge_stats": hstats,
@@ -149,7 +151,7 @@ def run_dataset(name: str, split: str) -> tuple[dict, str]:
                "dense_by_difficulty": hard.to_dict("records"), "negation": neg_changed,
                "bm25_recall_pool_S@100": float(base["Success@100"])}
 
-    view = table[["name", *COLS, "ΔRR %", "ΔnDCG@10 %", "RR p-value", "nDCG@10 p-value"]].copy()
+    view = table[["name", *COLS, "RR +", "RR -", "RR p-value", "nDCG@10 p-value"]].copy()
     view.insert(1, "BM25 RR (same run)", base["RR"])
     view.insert(2, "BM25 nDCG@10", base["nDCG@10"])
     view["s"] = view["name"].map(timing)
@@ -166,8 +168,7 @@ def run_dataset(name: str, split: str) -> tuple[dict, str]:
     shown = view.copy()
     for c in ("RR p-value", "nDCG@10 p-value"):
         shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else f"{v:.3g}")
-    for c in ("ΔRR %", "ΔnDCG@10 %", "s"):
-        shown[c] = shown[c].map(lambda v: f"{v:+.1f}" if c != "s" else f"{v:.1f}")
+    shown["s"] = shown["s"].map(lambda v: f"{v:.1f}")
     md = [f"## {name} {split} ({len(topics)} queries, {len(index)} books)", "",
           _common.md_table(shown, floatfmt="{:.4f}"), "",
           f"Hedges per query (packaged lexicon, {len(remover.entries)} markers): mean {hstats['mean']}, median "
@@ -176,7 +177,7 @@ def run_dataset(name: str, split: str) -> tuple[dict, str]:
           "| hedges | 0 | 1-2 | 3-5 | 6-11 | 12+ |", "|---|---|---|---|---|---|",
           "| queries | " + " | ".join(str(hstats["buckets"][b]) for b in ["0", "1-2", "3-5", "6-11", "12+"]) + " |", "",
           f"nDCG@10 gain of hedge removal vs hedge count: Pearson r = {r:.3f} (p = {p:.3f}); by bucket:", "",
-          _common.md_table(by_bucket.rename(columns={"count": "queries", "mean": "mean ΔnDCG@10"})), "",
+          _common.md_table(by_bucket.fillna("")), "",
           "Hybrid dense by BM25 difficulty (rank of the target in the BM25 run):", "",
           _common.md_table(hard.fillna("")), "",
           "Negation penalty: " + "; ".join(f"{k}: {v}" for k, v in neg_changed.items()), ""]
@@ -191,8 +192,9 @@ def main():
           "text, top 1000. Hybrid dense = BM25 top-100 re-ordered by all-MiniLM-L6-v2 cosine between the query "
           "and the first 1000 characters of title + text (stored FlexIndex vectors); ranks 101+ keep BM25 order. "
           "Negation: w = 3.0 subtracted from books whose title or first paragraph holds a negated concept. "
-          "`p-value` = paired t-test against BM25 of the same run. BIRCO: each query's candidate pool is the "
-          "whole corpus, so BM25 over `BookIndex(ds)` scores exactly the pool.", ""]
+          "`p-value` = paired t-test against BM25 of the same run; `RR +` / `RR -` = queries better / worse than BM25. "
+          "Every number comes from pt.Experiment (per-query values: perquery=True). BIRCO: each query's "
+          "candidate pool is the whole corpus, so BM25 over `BookIndex(ds)` scores exactly the pool.", ""]
     for name, split in (("reddit-tomt-books", "validation"), ("birco-wtb", "dev")):
         payload, section = run_dataset(name, split)
         out["datasets"][f"{name}/{split}"] = payload

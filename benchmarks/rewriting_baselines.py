@@ -19,17 +19,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402  (sets HF_HUB_OFFLINE)
-
 import pandas as pd  # noqa: E402
 import pyterrier as pt  # noqa: E402
 from ir_measures import RR, R  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
 from pyterrier_tot.decomposition.expert_training import load_clue_cache  # noqa: E402
-from pyterrier_tot.llm.llama_server import LlamaServer  # noqa: E402
 from pyterrier_tot.decomposition.pipeline import ClueLookup  # noqa: E402
-from pyterrier_tot.query.rewriters import ClueConcatenator, HyDE, LLMQueryRewriter  # noqa: E402
 from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor  # noqa: E402
+from pyterrier_tot.llm.llama_server import LlamaServer  # noqa: E402
+from pyterrier_tot.query.rewriters import ClueConcatenator, HyDE, LLMQueryRewriter  # noqa: E402
 
 MEASURES = [R @ 5, R @ 10, R @ 100, RR]
 
@@ -60,7 +59,8 @@ def main():
             t0 = time.perf_counter()
             queries[name] = rw(topics)
             u = llm.usage
-            cost[name] = {"requests/q": u.requests / len(topics), "seconds/q": round((time.perf_counter() - t0) / len(topics), 3),
+            cost[name] = {"requests/q": u.requests / len(topics),
+                          "seconds/q": round((time.perf_counter() - t0) / len(topics), 3),
                           "tokens/q": round((u.prompt_tokens + u.completion_tokens) / len(topics), 1),
                           "failed (kept original)": rw.failures}
             print(name, cost[name], flush=True)
@@ -85,7 +85,8 @@ def main():
                          "RR p-value": "" if pd.isna(r.get("RR p-value")) else round(float(r["RR p-value"]), 3)})
     table = pd.DataFrame(rows)
     print(table.to_string())
-    fallbacks = {n: int((q["query"] == q.get("query_0", q["query"])).sum()) for n, q in queries.items() if "query_0" in q}
+    fallbacks = {n: int((q["query"] == q.get("query_0", q["query"])).sum())
+                 for n, q in queries.items() if "query_0" in q}
     payload = {"llm": args.label, "queries": len(topics), "cost": cost, "rows": rows,
                "unchanged_queries": fallbacks}
     md = ["# Query-rewriting baselines (decomposition paper) on Reddit-TOMT (Books) validation\n",

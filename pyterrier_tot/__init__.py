@@ -23,7 +23,8 @@ from pyterrier_tot.decomposition import (CLUE_FIELDS, CLUE_COLUMNS, YEAR_COLUMN,
                                          ClueDecomposer, RuleClueExtractor, extract_clues, FieldExpert, base_expert,
                                          DateExpert, WeightedFuser, FuserWeights, train_biencoder, train_base_retriever,
                                          train_field_expert, load_clue_cache, decomposition_pipeline,
-                                         DecompositionPipeline, CandidateUnion, ClueLookup)
+                                         DecompositionPipeline, CandidateUnion, ClueLookup, tuning_split,
+                                         fine_tuned_base, tuned_pipeline)
 from pyterrier_tot.covers import CoverRanker, CoverIndex, ClipModel, ClipCheckpoint, finetune_clip, CoverClipTrainer
 from pyterrier_tot.rerank import DenseReranker
 
@@ -47,7 +48,7 @@ __all__ = [
     "CLUE_FIELDS", "CLUE_COLUMNS", "YEAR_COLUMN", "clue_column", "latest_possible_year", "ClueDecomposer",
     "RuleClueExtractor", "extract_clues", "FieldExpert", "base_expert", "DateExpert", "WeightedFuser", "FuserWeights",
     "train_biencoder", "train_base_retriever", "train_field_expert", "load_clue_cache", "decomposition_pipeline",
-    "DecompositionPipeline", "CandidateUnion", "ClueLookup",
+    "DecompositionPipeline", "CandidateUnion", "ClueLookup", "tuning_split", "fine_tuned_base", "tuned_pipeline",
     # covers, rerankers
     "CoverRanker", "CoverIndex", "ClipModel", "ClipCheckpoint", "finetune_clip", "CoverClipTrainer", "DenseReranker",
 ]

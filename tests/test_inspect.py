@@ -131,6 +131,22 @@ def _saved_fuser(env):
     return pt.Artifact.load(path).fuser(experts)
 
 
+class _TinyTrainSet:
+    """A dataset-shaped object for the recipe: its training queries are the tiny corpus's own queries."""
+    name = "tiny-inspect"
+
+    def get_topics(self, split):
+        return pd.DataFrame({"qid": ["t1", "t2", "t3"], "query": ["a dragon and a red moon", "kittens nap all day",
+                                                                  "a ghost keeper in a lighthouse"]})
+
+    def get_qrels(self, split):
+        return pd.DataFrame({"qid": ["t1", "t2", "t3"], "docno": ["b2", "b1", "b5"], "label": [1, 1, 1]})
+
+
+def _tuned(env):
+    return ptt.tuned_pipeline(_TinyTrainSet(), env.index, fine_tuned=False, k=3, expert_k=2, verbose=False)
+
+
 def _cover_ranker(env):
     index, model = env.covers()
     return ptt.CoverRanker(index, model, num_results=3)
@@ -183,6 +199,7 @@ CASES = [
     Case("DenseScorer", "score", lambda e: _of(ptt.DenseScorer, e.index.dense_scorer()), results),
     Case("TextLoader", "load", lambda e: _of(ptt.TextLoader, e.index.text_loader()), results),
     Case("FuserWeights.fuser", "score", lambda e: _saved_fuser(e), results),
+    Case("tuned_pipeline", "zero-shot-base", lambda e: _tuned(e), queries),
 ]
 
 
