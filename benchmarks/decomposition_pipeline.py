@@ -116,7 +116,8 @@ def main():
         weights_path = recipe.fitted_weights(ds, index, ft, refit=args.refit, verbose=True)
     fitted = WeightedFuser.load(weights_path)
     weights = dict(zip(fitted.names, fitted.weights.tolist()))
-    fitted.save(_common.RESULTS / f"{NAME}_weights.json")
+    # the committed copy stays one JSON file (WeightedFuser.load reads it; save() would write an artifact folder)
+    (_common.RESULTS / f"{NAME}_weights.json").write_text(json.dumps(fitted.to_dict(), indent=2))
     print("fitted weights (tuning slice):", weights, "tuning-slice R@5", fitted.fit_score)
     clue_sets = clue_sets_for(val)
 
