@@ -9,13 +9,19 @@ import time
 import pandas as pd
 import pyterrier as pt
 import pytest
+from conftest import SHARED
 
 import pyterrier_tot as ptt
+from pyterrier_tot.datasets import (
+    BircoWtb,
+    DatasetUnavailableError,
+    RedditTomtBooks,
+    TrecTotLocal,
+    WhatsThatBook,
+    clean_reddit_title,
+)
+from pyterrier_tot.datasets.base import read_trec_qrels
 from pyterrier_tot.datasets.books import Book, parse_year
-from pyterrier_tot.datasets import (BircoWtb, DatasetUnavailableError, RedditTomtBooks, TrecTotLocal,
-                                    WhatsThatBook, clean_reddit_title)
-
-from conftest import SHARED
 
 
 # ------------------------------------------------------------------ book model
@@ -59,7 +65,7 @@ def _reply_texts(replies):
 @pytest.mark.parametrize("split", ["train", "validation"])
 def test_reddit_replies_never_reach_queries(reddit, split):
     topics = reddit.get_topics(split).set_index("qid")["query"]
-    raw = [json.loads(l) for l in open(SHARED / "reddit-tomt-books" / split / "queries.jsonl")]
+    raw = [json.loads(line) for line in open(SHARED / "reddit-tomt-books" / split / "queries.jsonl")]
     checked = 0
     for d in raw:
         query = topics[d["id"]]
@@ -93,7 +99,8 @@ def _write_reddit(folder, with_test=True):
         (folder / split).mkdir()
         q = {"id": f"q_{split}", "title": "[TOMT][BOOK] whale book", "description": "A boy befriends a whale.",
              "raw_description": "A boy befriends a whale.",
-             "meta": {"author": "someone", "replies": [{"id": "r", "body": "SECRET ANSWER: Book One", "replies": None}]}}
+             "meta": {"author": "someone",
+                      "replies": [{"id": "r", "body": "SECRET ANSWER: Book One", "replies": None}]}}
         (folder / split / "queries.jsonl").write_text(json.dumps(q) + "\n")
         (folder / split / "qrels.txt").write_text(f"q_{split} 0 d1 1\n")
 
@@ -130,19 +137,21 @@ def _write_wtb(folder, with_books=True):
     (folder / "covers" / "w1.jpg").write_bytes(b"not really a jpeg")
     books = [
         {"book_id": "w1", "title": "The Glass Owl", "author": "Mira Holt", "description": "An owl made of glass.",
-         "genres": ["Fantasy", "Middle Grade"], "date": "First published October 3, 1997", "image_url": "covers/w1.jpg"},
+         "genres": ["Fantasy", "Middle Grade"], "date": "First published October 3, 1997",
+         "image_url": "covers/w1.jpg"},
         {"book_id": "w2", "title": "Night Train", "author": ["A. B", "C. D"], "description": "A mystery on a train.",
          "genres": "Mystery", "date": None, "image_url": "https://example.org/w2.jpg"},
         {"book_id": "w3", "title": "Quiet Fields"},
     ]
     queries = {
-        "train": [{"post_id": "p1", "post_title": "owl book", "question": "Read it in 2000, owl of glass", "book_id": "w1"}],
+        "train": [{"post_id": "p1", "post_title": "owl book", "question": "Read it in 2000, owl of glass",
+                   "book_id": "w1"}],
         "validation": [{"post_id": "p2", "query": "a mystery on a night train", "book_id": "w2"}],
     }
     if with_books:
         (folder / "books.jsonl").write_text("\n".join(json.dumps(b) for b in books))
     else:  # pair format: book fields on the query rows
-        for split, rows in queries.items():
+        for rows in queries.values():
             for r in rows:
                 b = next(b for b in books if b["book_id"] == r["book_id"])
                 r.update({("book_title" if k == "title" else k): v for k, v in b.items()})
@@ -161,7 +170,8 @@ def test_whatsthatbook_local_books_file(tmp_path):
     assert corpus.loc["w1", "cover"] == str(tmp_path / "wtb" / "covers" / "w1.jpg")
     assert corpus.loc["w2", "cover"] == "https://example.org/w2.jpg"
     assert (corpus.loc["w3", "text"], corpus.loc["w3", "cover"]) == ("", "")
-    assert ds.get_topics("train").to_dict("records") == [{"qid": "p1", "query": "owl book\nRead it in 2000, owl of glass"}]
+    assert ds.get_topics("train").to_dict("records") == [
+        {"qid": "p1", "query": "owl book\nRead it in 2000, owl of glass"}]
     assert ds.get_qrels("validation").to_dict("records") == [{"qid": "p2", "docno": "w2", "label": 1}]
 
 
@@ -243,6 +253,42 @@ def test_trec_tot_irds_layout(tmp_path):
     assert corpus[1] == {"docno": "1", "title": "Movie 1", "text": "plot of movie 1"}
     topics, qrels, corpus = out["trec-tot/2025/dev3"]
     assert topics == [{"qid": "301", "query": "an old lighthouse"}] and corpus[0]["title"] == "Lighthouse"
+
+
+def test_trec_tot_local_folder(tmp_path):
+    folder = tmp_path / "2024-dev"
+    folder.mkdir()
+    (folder / "queries.jsonl").write_text(json.dumps({"query_id": "7", "title": "Spy movie", "text": "a red car"})
+                                          + "\n\n" + json.dumps({"id": "8", "query": "a lighthouse keeper"}))
+    (folder / "qrels.txt").write_text("7 0 d7 1\n8  Q0  d8  2\n")
+    ds = TrecTotLocal(str(folder))
+    assert ds.name == "trec-tot-local/2024-dev" and ds.splits == ("2024-dev",)
+    assert ds.get_topics().to_dict("records") == [{"qid": "7", "query": "Spy movie\na red car"},
+                                                 {"qid": "8", "query": "a lighthouse keeper"}]
+    qrels = read_trec_qrels(folder / "qrels.txt")
+    assert qrels.equals(ds.get_qrels("2024-dev")) and qrels["label"].tolist() == [1, 2]
+    with pytest.raises(KeyError, match="2024-dev"):
+        ds.get_topics("train")
+
+
+def test_package_layout_keeps_old_names():
+    """One module per collection, each small; the names the single module had still import from the package."""
+    import importlib
+    from pathlib import Path
+
+    import pyterrier_tot.datasets as dsmod
+    folder = Path(dsmod.__file__).parent
+    for py in folder.glob("*.py"):
+        assert len(py.read_text().splitlines()) < 400, py.name
+    for name in ["BookDataset", "RedditTomtBooks", "WhatsThatBook", "BircoWtb", "TrecTot", "TrecTotLocal",
+                 "get_dataset", "list_datasets", "ToTDatasetProvider", "DatasetUnavailableError", "Book",
+                 "book_iter", "books_to_frame", "parse_year", "read_trec_qrels", "book_from_record",
+                 "clean_reddit_title", "_read_jsonl", "_REGISTRY", "_first"]:
+        assert hasattr(dsmod, name), name
+    module, _, attr = "pyterrier_tot.datasets:ToTDatasetProvider".partition(":")  # setup.cfg's entry point
+    assert issubclass(getattr(importlib.import_module(module), attr), pt.datasets.DatasetProvider)
+    assert set(dsmod.ToTDatasetProvider().list_dataset_names()) == {"reddit-tomt-books", "whatsthatbook",
+                                                                    "birco-wtb"}
 
 
 def test_unknown_dataset():

@@ -17,7 +17,7 @@ url        where the record comes from      ``""``
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Dict, Iterable, Iterator, List, Optional
 
 import pandas as pd
@@ -92,7 +92,7 @@ class Book:
 
 
 def books_to_frame(books: Iterable[Book]) -> pd.DataFrame:
-    """A DataFrame with one row per book and the columns ``docno`` + :data:`BOOK_FIELDS` (year as Int64)."""
+    """A DataFrame with one row per book and the columns ``docno`` + ``BOOK_FIELDS`` (year as Int64)."""
     rows = [b.to_dict() for b in books]
     df = pd.DataFrame(rows, columns=["docno", *BOOK_FIELDS])
     df["year"] = df["year"].astype("Int64")
