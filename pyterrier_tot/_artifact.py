@@ -8,7 +8,8 @@ folder holding its own files plus ``pt_meta.json``::
 
 ``type.format`` names a ``pyterrier.artifact`` entry point (setup.cfg), so ``pt.Artifact.load(path)`` opens
 any of them without knowing the class. Folders are written into a temporary sibling and renamed into place
-when complete, so a crash mid-build never leaves a folder that looks finished. Nothing is unpickled on load:
+when complete, so a crash mid-build never leaves a folder that looks finished; :func:`build_lock` serialises
+processes building the same folder and removes what a killed build left behind. Nothing is unpickled on load:
 tables are JSON/JSONL/parquet, arrays ``.npy`` (``allow_pickle=False``), weights safetensors.
 """
 from __future__ import annotations
@@ -20,9 +21,11 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 
 import pyterrier as pt
+
+from pyterrier_tot._util import file_lock
 
 META_FILE = "pt_meta.json"
 PACKAGE_HINT = "pyterrier-tot"
@@ -80,6 +83,60 @@ def building(path: Union[str, Path], overwrite: bool = False) -> Iterator[Path]:
         raise
 
 
+def lock_path(path: Union[str, Path]) -> Path:
+    """The lock file of the artifact folder ``path``: a hidden sibling, so it survives the folder being replaced."""
+    path = Path(path)
+    return path.parent / f".{path.name}.lock"
+
+
+def leftovers(path: Union[str, Path]) -> list:
+    """Temporary siblings of ``path`` left by :func:`building` (a build in progress, or one that was killed)."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    prefixes = (f".{path.name}.building.", f".{path.name}.old.")
+    return sorted(p for p in path.parent.iterdir() if p.name.startswith(prefixes))
+
+
+@contextlib.contextmanager
+def build_lock(path: Union[str, Path], timeout: Optional[float] = None) -> Iterator[None]:
+    """The exclusive right to build the artifact folder ``path``, across processes (see
+    :func:`~pyterrier_tot._util.file_lock`; ``timeout`` in seconds). Callers check again whether ``path`` was
+    built while they waited. On entry, temporary folders of ``path`` are removed: with the lock held no live
+    process is writing them, so they were left by a build that was killed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(lock_path(path), timeout, what=str(path)):
+        for stale in leftovers(path):
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                stale.unlink(missing_ok=True)
+        yield
+
+
+def add_files(folder: Union[str, Path], make: Callable[[Path], None], owner: Union[str, Path]) -> List[str]:
+    """Add files to the finished folder ``folder`` for a library that writes them in place (PISA's score
+    files): ``make(stage)`` runs on a temporary folder of links to ``folder``'s files, and the files it adds are
+    renamed into ``folder`` one by one (each complete, in name order), so a crash never leaves a half-written one.
+    The caller holds :func:`build_lock` of ``owner``, whose temporary-folder names the stage takes (so a killed
+    run's stage is removed by the next lock). Returns the names added."""
+    folder = Path(folder).absolute()
+    owner = Path(owner).absolute()
+    stage = Path(tempfile.mkdtemp(prefix=f".{owner.name}.building.", dir=str(owner.parent)))
+    try:
+        before = set(os.listdir(folder))
+        for name in before:
+            os.symlink(folder / name, stage / name)
+        make(stage)
+        added = sorted(set(os.listdir(stage)) - before)
+        for name in added:
+            os.replace(stage / name, folder / name)
+        return added
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
 class ToTArtifact(pt.Artifact):
     """Base of the library's artifacts: ``ARTIFACT_TYPE`` / ``ARTIFACT_FORMAT`` name the entry point, and
     :meth:`meta` reads ``pt_meta.json``."""
@@ -92,6 +149,18 @@ class ToTArtifact(pt.Artifact):
 
     def built(self) -> bool:
         return (Path(self.path) / META_FILE).is_file()
+
+    def _await_build(self, timeout: Optional[float], hint: str) -> None:
+        """Before opening: if a build of this folder was started but has not finished, wait for it (at most
+        ``timeout`` seconds); one that was killed raises ``FileNotFoundError`` saying so, with ``hint``."""
+        path = Path(self.path)
+        if self.built() or not lock_path(path).is_file():
+            return
+        started = bool(leftovers(path))  # (a lock file alone may just outlive a folder that was deleted)
+        with build_lock(path, timeout):
+            pass
+        if started and not self.built():
+            raise FileNotFoundError(f"{path}: the build of this artifact was interrupted before it finished; {hint}")
 
     def _check_type(self) -> None:
         meta = self.meta()

@@ -3,15 +3,23 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import socket
+import threading
+import time
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Dict, Iterable, Iterator, Optional, Union
 
 import pandas as pd
 from pyterrier.validate import InputValidationError
 
-from pyterrier_tot.errors import BadInputError
+from pyterrier_tot.errors import BadInputError, LockTimeoutError, ToTError  # noqa: F401  (LockTimeoutError re-exported)
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock, so builds there are only atomic, not serialised
+    fcntl = None
 
 #: Environment variable naming the folder that holds the shared evaluation data.
 DATA_ENV = "PYTERRIER_TOT_DATA"
@@ -52,9 +60,9 @@ def require_columns(df: pd.DataFrame, columns: Iterable[str], who: str) -> None:
 def check_queries(df: pd.DataFrame, who: str, column: str = "query") -> None:
     """Reject empty or missing query text with a message that names the offending qids."""
     require_columns(df, ["qid", column], who)
-    bad = df[df[column].isna() | (df[column].astype(str).str.strip() == "")]
-    if len(bad):
-        raise ValueError(f"{who}: empty {column!r} for qid(s) {bad['qid'].astype(str).tolist()[:10]}")
+    from pyterrier_tot.policy import check_query_text  # the one definition of a bad query (policy imports _util)
+
+    check_query_text(df, who, column)
 
 
 def is_missing(value) -> bool:
@@ -123,3 +131,79 @@ def explain_columns(who, hint: str, error: type = InputValidationError) -> Itera
         yield
     except InputValidationError as ive:
         raise error(f"{who}: {hint}", ive.modes) from None
+
+
+#: Environment variable setting how long (seconds) a build waits for another process building the same folder.
+LOCK_TIMEOUT_ENV = "PYTERRIER_TOT_LOCK_TIMEOUT"
+DEFAULT_LOCK_TIMEOUT = 3600.0  # building the dense index of a large corpus on CPU can take most of an hour
+_held = threading.local()  # lock files this thread holds, so a nested lock of the same file does not deadlock
+
+
+def lock_timeout(timeout: Optional[float] = None) -> float:
+    """``timeout`` when given, else ``$PYTERRIER_TOT_LOCK_TIMEOUT``, else one hour."""
+    if timeout is not None:
+        return float(timeout)
+    env = os.environ.get(LOCK_TIMEOUT_ENV, "").strip()
+    try:
+        return float(env) if env else DEFAULT_LOCK_TIMEOUT
+    except ValueError:
+        raise BadInputError(f"${LOCK_TIMEOUT_ENV} must be a number of seconds, not {env!r}") from None
+
+
+def _holder(fd: int) -> str:
+    try:
+        return os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+@contextlib.contextmanager
+def file_lock(path: Union[str, Path], timeout: Optional[float] = None, what: Optional[str] = None) -> Iterator[None]:
+    """Hold an exclusive OS lock (``fcntl.flock``) on the file ``path`` for the block, waiting at most ``timeout``
+    seconds (see :func:`lock_timeout`) for another holder, then raising :class:`LockTimeoutError` naming ``what``.
+
+    The OS drops the lock when its holder exits or is killed, so a crashed process never blocks the next one. The
+    file is left in place: deleting a lock file while another process waits on it would let two processes in.
+    Re-entrant within one thread."""
+    path = Path(path).absolute()
+    held: Dict[Path, int] = _held.__dict__.setdefault("paths", {})
+    if fcntl is None or path in held:
+        held[path] = held.get(path, 0) + 1
+        try:
+            yield
+        finally:
+            held[path] -= 1
+            if not held[path]:
+                del held[path]
+        return
+    timeout = lock_timeout(timeout)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline, pause, told = time.monotonic() + timeout, 0.02, False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LockTimeoutError(
+                        f"{what or path} is still being built by another process ({_holder(fd)}) after waiting "
+                        f"{timeout:g}s; wait for it to finish or raise the timeout (lock_timeout=, "
+                        f"${LOCK_TIMEOUT_ENV}). Lock file: {path}") from None
+                if not told:
+                    logging.getLogger("pyterrier_tot").warning(
+                        "waiting for another process (%s) building %s", _holder(fd), what or path)
+                    told = True
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)
+        # who holds it, for the messages of processes waiting on it
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}".encode(), 0)
+        held[path] = 1
+        try:
+            yield
+        finally:
+            del held[path]
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

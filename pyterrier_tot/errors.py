@@ -47,5 +47,24 @@ class UnknownDocnoError(BadInputError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class BadInputTypeError(BadInputError, TypeError):
+    """An input value of the wrong type (a number where query text belongs); a ``TypeError`` too."""
+
+
+class NoResultsWarning(UserWarning):
+    """A retriever found nothing for a valid query: that qid has no rows (the message names it)."""
+
+
+class UnknownDocnoWarning(UserWarning):
+    """Unknown docnos were scored NaN because the stage was asked to (``unknown_docnos="nan"``)."""
+
+
+
+class LockTimeoutError(ToTError, TimeoutError):
+    """Another process kept building the same folder for longer than the lock timeout (the message names the
+    folder, the holder's pid and how to wait longer)."""
+
+
 __all__ = ["ToTError", "ModelUnavailableError", "DatasetUnavailableError", "LLMConfigurationError", "LLMFailure",
-           "TerrierUnavailableError", "CoverImageError", "BadInputError", "UnknownDocnoError"]
+           "TerrierUnavailableError", "CoverImageError", "BadInputError", "UnknownDocnoError", "BadInputTypeError",
+           "NoResultsWarning", "UnknownDocnoWarning", "LockTimeoutError"]

@@ -12,8 +12,9 @@ several, with indexes built once into a folder and re-opened afterwards.
 The index folder is a ``pt.Artifact`` (type ``book_index``, format ``pyterrier_tot``): ``pt_meta.json``, the
 corpus as ``corpus.jsonl`` and one sub-folder per backend + field set + model, each with its own
 ``pt_meta.json`` (type ``book_index_part``) recording the settings and corpus fingerprint it was built for.
-Every folder is written atomically. Every retriever checks its input, refuses empty queries with a message
-naming them, and warns (and counts) when a query finds nothing.
+Every folder is written atomically under an OS lock: a second process building the same folder waits for the
+first and reuses its work, and what a killed build leaves is removed by the next. Every retriever checks its
+input, refuses empty queries with a message naming them, and warns (and counts) when a query finds nothing.
 """
 from __future__ import annotations
 
@@ -29,9 +30,11 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot._artifact import META_FILE, RESERVED, ToTArtifact, building, read_meta, write_meta
+from pyterrier_tot import _artifact as art
+from pyterrier_tot._artifact import META_FILE, RESERVED, ToTArtifact, read_meta, write_meta
 from pyterrier_tot._util import cache_dir, require_columns
 from pyterrier_tot.datasets.books import BOOK_FIELDS, Book, books_to_frame, parse_year
+from pyterrier_tot.errors import UnknownDocnoError
 from pyterrier_tot.retrievers import (
     DenseRetriever,
     DenseScorer,
@@ -97,6 +100,16 @@ def _fingerprint(corpus: pd.DataFrame) -> str:
     ).hexdigest()[:16]
 
 
+def _pisa_sub(fields: Tuple[str, ...], stemmer: str) -> str:
+    return f"bm25-{'+'.join(fields)}-{stemmer}"
+
+
+def _c_float(x: float) -> str:
+    """``x`` as PISA's C++ (fmt, single precision) writes it into file names: shortest form, no trailing ``.0``."""
+    text = str(np.float32(x))
+    return text[:-2] if text.endswith(".0") else text
+
+
 def _own_meta(folder: Path, artifact_type: str) -> Optional[dict]:
     """The artifact-specific keys of ``folder``'s ``pt_meta.json`` when it is of ``artifact_type``, else None."""
     try:
@@ -116,12 +129,18 @@ class BookIndex(ToTArtifact):
     :class:`~pyterrier_tot.datasets.books.Book`. ``BookIndex(path)``, ``BookIndex.load(path)`` and
     ``pt.Artifact.load(path)`` open a saved index folder without the original dataset. A folder or sub-index whose
     corpus fingerprint no longer matches is rebuilt (with a warning) rather than silently reused.
+
+    Processes sharing ``path`` build each part once: the others wait for it (at most ``lock_timeout`` seconds,
+    default ``$PYTERRIER_TOT_LOCK_TIMEOUT`` or one hour, then ``LockTimeoutError``, a ``TimeoutError``)
+    and reuse it. A build killed midway leaves only hidden temporary folders, removed by the next build.
     """
 
     ARTIFACT_TYPE = "book_index"
     ARTIFACT_FORMAT = "pyterrier_tot"
 
-    def __init__(self, books, path: Optional[Union[str, Path]] = None, name: Optional[str] = None):
+    def __init__(self, books, path: Optional[Union[str, Path]] = None, name: Optional[str] = None,
+                 lock_timeout: Optional[float] = None):
+        self.lock_timeout = lock_timeout
         if isinstance(books, (str, os.PathLike)):
             if path is not None:
                 raise ValueError("BookIndex(path) opens a saved index; to build one pass the books and path=")
@@ -150,6 +169,7 @@ class BookIndex(ToTArtifact):
 
     def _open(self, name: Optional[str]) -> None:
         path = Path(self.path)
+        self._await_build(self.lock_timeout, "build it again with BookIndex(books, path=...)")
         self._check_type()
         meta = self.meta()
         with open(path / CORPUS_FILE, encoding="utf8") as f:
@@ -185,12 +205,17 @@ class BookIndex(ToTArtifact):
         path = Path(self.path)
         if self._matches():
             return
+        with art.build_lock(path, self.lock_timeout):
+            if not self._matches():  # else another process wrote it while this one waited
+                self._write_folder(path)
+
+    def _write_folder(self, path: Path) -> None:
         overwrite = False
         if (path / META_FILE).is_file():
             kind = read_meta(path).get("type")
             if kind != self.ARTIFACT_TYPE:
                 raise FileExistsError(f"{path} holds a {kind!r} artifact, not a book index")
-            warnings.warn(f"{path} holds the index of another corpus; rebuilding it", stacklevel=2)
+            warnings.warn(f"{path} holds the index of another corpus; rebuilding it", stacklevel=4)
             overwrite = True
         elif path.is_dir() and any(path.iterdir()):
             # an index folder from version 0.1 (sub-indexes with manifests, no corpus): keep its sub-indexes
@@ -198,12 +223,8 @@ class BookIndex(ToTArtifact):
             return
         elif path.is_dir():
             overwrite = True  # an empty folder, e.g. made by the caller
-        try:
-            with building(path, overwrite=overwrite) as tmp:
-                self._write_corpus(tmp)
-        except OSError:
-            if not self._matches():  # not just another process finishing the same index first
-                raise
+        with art.building(path, overwrite=overwrite) as tmp:
+            self._write_corpus(tmp)
 
     def __len__(self):
         return len(self.corpus)
@@ -230,15 +251,15 @@ class BookIndex(ToTArtifact):
         return TextLoader(self, _fields_tuple(fields), max_chars, column)
 
     def books_of(self, docnos: Iterable[str]) -> pd.DataFrame:
-        """Rows of the corpus frame for ``docnos`` (unknown docnos raise KeyError)."""
+        """Rows of the corpus frame for ``docnos`` (unknown docnos raise :class:`UnknownDocnoError`, a KeyError)."""
         docnos = list(docnos)
         missing = [d for d in docnos if d not in self._docno_pos.index]
         if missing:
-            raise KeyError(f"docno(s) not in the corpus: {missing[:5]}")
+            raise UnknownDocnoError(f"docno(s) not in the corpus: {missing[:5]}")
         return self.corpus.iloc[self._docno_pos[docnos].values].reset_index(drop=True)
 
     # ------------------------------------------------------------------ sub-indexes
-    def _part(self, sub: str, settings: dict, filename: str) -> Tuple[Path, bool]:
+    def _part(self, sub: str, settings: dict, filename: str, warn: bool = True) -> Tuple[Path, bool]:
         """(where the index of ``settings`` lives, already built?). A sub-folder built for another corpus or
         other settings is reported (it is replaced when the new one is complete)."""
         folder = Path(self.path) / sub
@@ -253,17 +274,26 @@ class BookIndex(ToTArtifact):
                 found = None
             if found == want:  # 0.1 kept the PISA index in the sub-folder itself
                 return (folder if settings["backend"] == "pisa" else folder / filename), True
-        if folder.exists():
+        if folder.exists() and warn:
             warnings.warn(f"index {folder} was built for another corpus or settings; rebuilding it",
-                          stacklevel=3)
+                          stacklevel=4)
         return folder / filename, False
 
-    def _build_part(self, sub: str, settings: dict, filename: str, build) -> Path:
+    def _ensure_part(self, sub: str, settings: dict, filename: str, build) -> Path:
+        """The sub-index of ``settings``, built by ``build(target)`` into a temporary folder (renamed into place
+        when complete) unless this or another process already built it."""
+        where, built = self._part(sub, settings, filename, warn=False)
+        if built:
+            return where
         folder = Path(self.path) / sub
-        with building(folder, overwrite=folder.exists()) as tmp:
-            build(tmp / filename)
-            write_meta(tmp, PART_TYPE, settings["backend"], **settings, fingerprint=self.fingerprint,
-                       n_docs=len(self))
+        with art.build_lock(folder, self.lock_timeout):
+            where, built = self._part(sub, settings, filename)
+            if built:  # another process built it while this one waited
+                return where
+            with art.building(folder, overwrite=folder.exists()) as tmp:
+                build(tmp / filename)
+                write_meta(tmp, PART_TYPE, settings["backend"], **settings, fingerprint=self.fingerprint,
+                           n_docs=len(self))
         return folder / filename
 
     # ------------------------------------------------------------------ BM25 (PISA)
@@ -273,19 +303,37 @@ class BookIndex(ToTArtifact):
 
         fields = _fields_tuple(fields)
         settings = {"backend": "pisa", "fields": list(fields), "stemmer": stemmer}
-        sub = f"bm25-{'+'.join(fields)}-{stemmer}"
-        where, built = self._part(sub, settings, "index.pisa")
-        if not built:
+
+        def build(target: Path) -> None:
             docs = [d for d in self.docs_iter(fields) if d["text"].strip()]
             if not docs:
                 raise ValueError(f"BookIndex: every book has empty {fields}; nothing to index")
+            with quiet_native_output():
+                PisaIndex(str(target), text_field="text", stemmer=stemmer, threads=1).index(iter(docs))
 
-            def build(target: Path) -> None:
-                with quiet_native_output():
-                    PisaIndex(str(target), text_field="text", stemmer=stemmer, threads=1).index(iter(docs))
-
-            where = self._build_part(sub, settings, "index.pisa", build)
+        where = self._ensure_part(_pisa_sub(fields, stemmer), settings, "index.pisa", build)
         return PisaIndex(str(where), threads=1)
+
+    def _prepare_bm25(self, index, fields: Tuple[str, ...], stemmer: str, k1: float, b: float) -> None:
+        """Make PISA's score files for (k1, b) safely: PISA writes them in place on first use, so a crash would leave
+        a truncated file that it trusts later, and two processes would write one file together."""
+        from pyterrier_pisa import PisaIndex
+
+        where = Path(index.path).absolute()
+        stem = f"bm25.k1-{_c_float(k1)}.b-{_c_float(b)}.q0.bmw.64"
+        wanted = [where / stem, where / f"{stem}.{index.index_encoding.value}"]
+        if all(f.is_file() for f in wanted):
+            return
+        sub = _pisa_sub(fields, stemmer)
+        with art.build_lock(Path(self.path) / sub, self.lock_timeout):
+            if all(f.is_file() for f in wanted):
+                return
+
+            def make(stage: Path) -> None:
+                with quiet_native_output():
+                    PisaIndex(str(stage), threads=1).bm25(k1=k1, b=b, num_results=1)
+
+            art.add_files(where, make, Path(self.path) / sub)
 
     def bm25(self, fields: FieldsArg = ("title", "text"), num_results: int = 1000, k1: float = 1.2,
              b: float = 0.75, query_algorithm: str = "maxscore", stemmer: str = "porter2") -> pt.Transformer:
@@ -293,6 +341,7 @@ class BookIndex(ToTArtifact):
         queries). Queries are tokenised safely first; the original text is kept in ``query``.
         ``(index.bm25() % k).compile()`` retrieves ``k`` results directly."""
         index = self.pisa_index(fields, stemmer)
+        self._prepare_bm25(index, _fields_tuple(fields), stemmer, k1, b)
         with quiet_native_output():  # PISA builds the scored index on first use and reports progress
             retr = index.bm25(k1=k1, b=b, num_results=num_results, query_algorithm=query_algorithm)
             retr(pd.DataFrame({"qid": ["_warmup"], "query": ["the"]}))
@@ -314,14 +363,12 @@ class BookIndex(ToTArtifact):
         settings = {"backend": "flex", "model": model, "fields": list(fields), "max_chars": max_chars}
         key = hashlib.sha1(model.encode()).hexdigest()[:8]
         sub = f"dense-{_slug(Path(model).name)}-{key}-{'+'.join(fields)}-{max_chars or 'all'}"
-        where, built = self._part(sub, settings, "index.flex")
-        if not built:
-            def build(target: Path) -> None:
-                flex = pyterrier_dr.FlexIndex(str(target))
-                (enc.doc_encoder() >> flex.indexer(mode="overwrite")).index(self.docs_iter(fields, max_chars))
 
-            where = self._build_part(sub, settings, "index.flex", build)
-        return pyterrier_dr.FlexIndex(str(where))
+        def build(target: Path) -> None:
+            flex = pyterrier_dr.FlexIndex(str(target))
+            (enc.doc_encoder() >> flex.indexer(mode="overwrite")).index(self.docs_iter(fields, max_chars))
+
+        return pyterrier_dr.FlexIndex(str(self._ensure_part(sub, settings, "index.flex", build)))
 
     def dense(self, model=None, fields: FieldsArg = ("title", "text"), num_results: int = 1000,
               max_chars: Optional[int] = None, backend: str = "numpy", encoder=None) -> pt.Transformer:
@@ -345,9 +392,9 @@ class BookIndex(ToTArtifact):
                              num_results=num_results)
 
     def dense_scorer(self, model=None, fields: FieldsArg = ("title", "text"),
-                     max_chars: Optional[int] = None, encoder=None) -> pt.Transformer:
+                     max_chars: Optional[int] = None, encoder=None, unknown_docnos: str = "raise") -> pt.Transformer:
         """Re-scores a result frame by cosine between query and stored book embeddings (no re-encoding); a docno
-        not in the corpus raises an error naming it."""
+        not in the corpus raises an error naming it (``unknown_docnos="nan"``: it scores NaN, with a warning)."""
         from pyterrier_tot.models import DEFAULT_MODEL, load_biencoder
 
         model = _model_key(model)
@@ -355,4 +402,5 @@ class BookIndex(ToTArtifact):
         flex = self.flex_index(model, fields, max_chars, encoder=enc)
         name = Path(model or DEFAULT_MODEL).name
         return DenseScorer(enc.query_encoder(), flex.np_scorer(), self._docno_pos.index,
-                           f"DenseScorer({name}, {'+'.join(_fields_tuple(fields))}, max_chars={max_chars})")
+                           f"DenseScorer({name}, {'+'.join(_fields_tuple(fields))}, max_chars={max_chars})",
+                           unknown_docnos=unknown_docnos)

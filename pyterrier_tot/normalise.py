@@ -6,6 +6,8 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
+from pyterrier_tot.policy import check_result_frame
+
 METHODS = ("minmax", "zscore", "rr", "none")
 
 
@@ -50,6 +52,7 @@ class Normalise(pt.Transformer):
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         pta.validate.result_frame(inp, extra_columns=["score"])
+        check_result_frame(inp, repr(self), score=True)
         out = inp.copy()
         out["score"] = normalise_scores(out, self.method, rr_k=self.rr_k).to_numpy()
         return pt.model.add_ranks(out)

@@ -13,15 +13,22 @@ import os
 import re
 import sys
 import tempfile
-import warnings
 from typing import List, Optional, Tuple
 
 import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._util import check_queries
 from pyterrier_tot.errors import BadInputError, UnknownDocnoError  # noqa: F401  (re-exported)
+from pyterrier_tot.policy import (
+    add_ranks,
+    check_query_frame,
+    check_result_frame,
+    check_unique_pairs,
+    check_unknown_docnos_arg,
+    report_missing_qids,
+    unknown_docnos,
+)
 
 _WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
 _RANKED = ("docno", "score", "rank")
@@ -74,15 +81,13 @@ def _scored_columns(inp_columns) -> List[str]:
 
 def check_docnos(inp: pd.DataFrame, known: pd.Index, who: str) -> None:
     """Raise :class:`UnknownDocnoError` naming the docnos of ``inp`` missing from ``known``."""
-    unknown = ~inp["docno"].isin(known)
-    if unknown.any():
-        bad = inp.loc[unknown, "docno"].drop_duplicates().tolist()
-        raise UnknownDocnoError(f"{who}: docno(s) not in the corpus: {bad[:5]}")
+    unknown_docnos(inp, known, who, "raise")
 
 
 class SafeRetriever(pt.Transformer):
-    """Wraps a retriever: validates queries (no empty ones), optionally hands it safely tokenised text,
-    restores the user's query text in the output, and warns when queries find nothing.
+    """Wraps a retriever: validates queries (no empty ones, each qid once), optionally hands it safely tokenised
+    text, restores the user's query text in the output, and warns (``NoResultsWarning``, counted in
+    ``empty_results``) when a query finds nothing.
 
     ``(retriever % k).compile()`` asks the wrapped retriever for ``k`` results (``fuse_rank_cutoff``)."""
 
@@ -107,24 +112,21 @@ class SafeRetriever(pt.Transformer):
         cols = _ranked_columns(inp.columns)
         if len(inp) == 0:
             return pd.DataFrame(columns=cols)
-        check_queries(inp, repr(self))
+        check_query_frame(inp, repr(self))
         run = inp
         if self.tokenise:
             run = inp.copy()
             run["query"] = run["query"].map(tokenise_query)
             blank = run[run["query"] == ""]
             if len(blank):
-                raise ValueError(f"{self!r}: query has no searchable words for qid(s) {blank['qid'].tolist()[:10]}")
+                raise BadInputError(f"{self!r}: query has no searchable words for qid(s) "
+                                    f"{blank['qid'].astype(str).tolist()[:5]}")
         res = self.retriever(run)
         if len(res) == 0:
             res = pd.DataFrame(columns=cols)
         elif self.tokenise:
             res["query"] = res["qid"].map(inp.drop_duplicates("qid").set_index("qid")["query"])
-        missing = set(inp["qid"]) - set(res["qid"])
-        if missing:
-            self.empty_results += len(missing)
-            warnings.warn(f"{self!r}: no results for {len(missing)} query(ies), e.g. {sorted(missing)[:5]}",
-                          stacklevel=2)
+        report_missing_qids(inp, res, repr(self), self)
         return res[cols + [c for c in res.columns if c not in cols]]
 
     def __repr__(self):
@@ -163,6 +165,7 @@ class DenseRetriever(pt.Transformer):
         pta.validate.query_frame(inp, extra_columns=["query"])
         if len(inp) == 0:
             return pd.DataFrame(columns=_ranked_columns(inp.columns))
+        check_query_frame(inp, repr(self))
         res = self.retriever(self.query_encoder(inp))
         return res.drop(columns=["query_vec", "docid"], errors="ignore")
 
@@ -175,13 +178,16 @@ class DenseRetriever(pt.Transformer):
 
 class DenseScorer(pt.Transformer):
     """Re-scores a result frame by cosine between the encoded query and the stored book vectors (no book is
-    re-encoded). A docno the index does not hold raises :class:`UnknownDocnoError` naming it."""
+    re-encoded). A docno the index does not hold raises :class:`UnknownDocnoError` naming it, or, with
+    ``unknown_docnos="nan"``, scores NaN with an ``UnknownDocnoWarning``."""
 
-    def __init__(self, query_encoder: pt.Transformer, scorer: pt.Transformer, known: pd.Index, label: str):
+    def __init__(self, query_encoder: pt.Transformer, scorer: pt.Transformer, known: pd.Index, label: str,
+                 unknown_docnos: str = "raise"):
         self.query_encoder = query_encoder
         self.scorer = scorer
         self.known = known
         self.label = label
+        self.unknown_docnos = check_unknown_docnos_arg(unknown_docnos)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         pta.validate.result_frame(inp, extra_columns=["query"])
@@ -191,13 +197,21 @@ class DenseScorer(pt.Transformer):
             out["score"] = pd.Series(dtype=float)
             out["rank"] = pd.Series(dtype=int)
             return out[cols]
-        check_queries(inp.drop_duplicates("qid"), repr(self))
-        check_docnos(inp, self.known, repr(self))
+        check_result_frame(inp, repr(self), "query")
+        unknown = unknown_docnos(inp, self.known, repr(self), self.unknown_docnos)
+        if unknown.any():
+            known_rows = inp[~unknown]
+            scored = self.transform(known_rows) if len(known_rows) else known_rows.assign(score=0.0, rank=0)
+            out = inp.drop(columns=["score", "rank"], errors="ignore").merge(
+                scored[["qid", "docno", "score"]], on=["qid", "docno"], how="left")
+            return add_ranks(out)[cols + [c for c in out.columns if c not in cols]]
         out = self.scorer(self.query_encoder(inp))
         out = out.drop(columns=["query_vec", "docid"], errors="ignore")
         return out[cols + [c for c in out.columns if c not in cols]]
 
     def __repr__(self):
+        if self.unknown_docnos != "raise":
+            return f"{self.label[:-1]}, unknown_docnos={self.unknown_docnos!r})"
         return self.label
 
     def subtransformers(self):
@@ -223,6 +237,7 @@ class TextLoader(pt.Transformer):
         if self._text is None:
             self._text = pd.Series(self.index.field_text(self.fields, self.max_chars).values,
                                    index=self.index.corpus["docno"].values)
+        check_unique_pairs(inp, repr(self))
         check_docnos(inp, self._text.index, repr(self))
         out[self.column] = self._text.loc[out["docno"]].values
         return out

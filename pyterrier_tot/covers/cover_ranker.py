@@ -29,6 +29,7 @@ from pyterrier_tot.covers.images import blank_cover
 from pyterrier_tot.decomposition.clues import clue_column
 from pyterrier_tot.normalise import METHODS as _NORM_METHODS
 from pyterrier_tot.normalise import normalise_scores
+from pyterrier_tot.policy import check_query_frame, check_result_frame
 
 COVER_COLUMN = clue_column("cover")
 MISSING_COVER_MODES = ("blank", "neutral")
@@ -143,7 +144,9 @@ class CoverRanker(pt.Transformer):
             v.query_frame(extra_columns=[COVER_COLUMN], mode="retrieve")
             v.result_frame(extra_columns=[COVER_COLUMN], mode="score")
         if v.mode == "retrieve":
+            check_query_frame(inp, repr(self), None)
             return self._retrieve(inp)
+        check_result_frame(inp, repr(self))
         return self._score(inp)
 
     def _retrieve(self, inp: pd.DataFrame) -> pd.DataFrame:

@@ -21,7 +21,8 @@ Scorer mode only: the input is a result frame (``qid``, ``docno``, ``clue_year``
 column is a declared input). Missing columns raise ``pt.validate.InputValidationError``, which here is also a
 ``ValueError``. ``clue_year`` may be an int, a float, a numeric string or a date string ("around 2005"), parsed
 with ``pyterrier_tot.datasets.books.parse_year``.
-Reddit-TOMT books carry no year, so there every score is neutral.
+Reddit-TOMT books carry no year, so there every score is neutral. A docno the index does not hold is not a book
+with an unknown year: it raises ``UnknownDocnoError`` (or scores NaN with ``unknown_docnos="nan"``).
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ import pyterrier_alpha as pta
 from pyterrier_tot._util import ColumnsValueError, empty_scored, explain_columns, is_missing
 from pyterrier_tot.datasets.books import parse_year
 from pyterrier_tot.decomposition.clues import YEAR_COLUMN
+from pyterrier_tot.policy import add_ranks, check_result_frame, check_unknown_docnos_arg, unknown_docnos
 
 #: Score when the book year or the clue year is unknown.
 DATE_NEUTRAL = 1.0
@@ -46,7 +48,7 @@ class DateExpert(pt.Transformer):
     """Scores candidates 1 when the book is not newer than the clue's latest possible year (see module docs)."""
 
     def __init__(self, index=None, soft: bool = False, tau: float = 5.0, neutral: float = DATE_NEUTRAL,
-                 clue: str = YEAR_COLUMN, year_column: str = "year"):
+                 clue: str = YEAR_COLUMN, year_column: str = "year", unknown_docnos: str = "raise"):
         if tau <= 0:
             raise ValueError(f"DateExpert tau must be positive, got {tau}")
         self.index = index
@@ -55,6 +57,8 @@ class DateExpert(pt.Transformer):
         self.neutral = float(neutral)
         self.clue = clue
         self.year_column = year_column
+        # a docno the index does not hold has no year; scoring it neutral would make a score up
+        self.unknown_docnos = check_unknown_docnos_arg(unknown_docnos)
         self._book_years = None
 
     def book_years(self) -> pd.Series:
@@ -88,15 +92,19 @@ class DateExpert(pt.Transformer):
             pta.validate.result_frame(inp, extra_columns=needs)
         if len(inp) == 0:
             return empty_scored(inp)
+        check_result_frame(inp, repr(self))
         out = inp.copy()
+        unknown = np.zeros(len(out), dtype=bool)
         if self.year_column in out.columns:
             years = _years(out[self.year_column]).to_numpy()
         else:
+            unknown = unknown_docnos(out, self.book_years().index, repr(self), self.unknown_docnos)
             years = self.book_years().reindex(out["docno"].astype(str).values).to_numpy()
         clue_years = _years(out[self.clue]).to_numpy()
-        out["score"] = self.score_years(years, clue_years)
-        return pt.model.add_ranks(out)
+        out["score"] = np.where(unknown, np.nan, self.score_years(years, clue_years))
+        return add_ranks(out)
 
     def __repr__(self):
         kind = f"soft, tau={self.tau:g}" if self.soft else "hard"
-        return f"DateExpert({kind}, neutral={self.neutral:g})"
+        unknown = "" if self.unknown_docnos == "raise" else f", unknown_docnos={self.unknown_docnos!r}"
+        return f"DateExpert({kind}, neutral={self.neutral:g}{unknown})"

@@ -24,6 +24,9 @@ experts. In a :class:`~pyterrier_tot.decomposition.weighted_fuser.WeightedFuser`
 neutral
 value. Books whose field is empty are not in a BM25 field index: they get no row (retriever) or 0.0 (scorer).
 A field that is empty for every book (author / genres on Reddit-TOMT) makes the expert a no-op with a warning.
+A usable clue that finds nothing in retriever mode is named in a ``NoResultsWarning`` (counted in
+``empty_results``); a docno not in the index raises ``UnknownDocnoError`` in scorer mode (``unknown_docnos="nan"``:
+NaN, with a warning). The base expert (``field="query"``) refuses empty query text, naming the qid.
 
 Scores: ``normalise="minmax"`` (default) rescales each query's scores to [0, 1] over the rows the expert emits
 (so ``+`` of experts is a fair sum); ``normalise=None`` keeps raw BM25 / cosine scores. Retriever and scorer
@@ -37,6 +40,7 @@ from __future__ import annotations
 import warnings
 from typing import Optional, Sequence
 
+import numpy as np
 import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
@@ -44,6 +48,14 @@ import pyterrier_alpha as pta
 from pyterrier_tot._util import empty_scored, explain_columns, is_missing
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column
 from pyterrier_tot.normalise import METHODS, normalise_scores
+from pyterrier_tot.policy import (
+    add_ranks,
+    check_query_frame,
+    check_result_frame,
+    check_unknown_docnos_arg,
+    report_missing_qids,
+    unknown_docnos,
+)
 
 #: Score a scorer-mode expert gives to every candidate of a query whose clue is N/A.
 NEUTRAL_SCORE = 0.0
@@ -66,12 +78,14 @@ class FieldExpert(pt.Transformer):
     :param num_results: depth of retriever mode
     :param normalise: ``minmax`` (default), ``zscore``, ``rr`` or ``None``
     :param scorer_depth: BM25 scorer mode: how deep to retrieve before joining onto the candidates
+    :param unknown_docnos: scorer mode, a docno not in the index: ``"raise"`` (default,
+        :class:`~pyterrier_tot.errors.UnknownDocnoError`) or ``"nan"`` (NaN score, with a warning)
     """
 
     def __init__(self, index, field: str, backend: str = "dense", model: Optional[str] = None,
                  clue: Optional[str] = None, book_fields: Optional[Sequence[str]] = None, num_results: int = 1000,
                  normalise: Optional[str] = "minmax", scorer_depth: int = 1000, max_chars: Optional[int] = None,
-                 bm25_kwargs: Optional[dict] = None):
+                 bm25_kwargs: Optional[dict] = None, unknown_docnos: str = "raise"):
         if field != "query" and (field not in CLUE_FIELDS or field in ("date", "cover")):
             raise ValueError(f"FieldExpert field must be 'query' or one of title, author, genre, plot; got {field!r} "
                              "(dates: DateExpert; covers: CoverRanker)")
@@ -93,6 +107,8 @@ class FieldExpert(pt.Transformer):
         self.scorer_depth = scorer_depth
         self.max_chars = max_chars
         self.bm25_kwargs = dict(bm25_kwargs or {})
+        self.unknown_docnos = check_unknown_docnos_arg(unknown_docnos)
+        self.empty_results = 0
         self._retriever = None
         self._scorer = None
         self.empty_field = bool(
@@ -138,8 +154,12 @@ class FieldExpert(pt.Transformer):
         with explain_columns(repr(self), hint), pta.validate.any(inp) as v:
             v.query_frame([self.clue], mode="retrieve")
             v.result_frame([self.clue], mode="score")
+        # the base expert's clue is the user's query, which must be usable; a clue field may be N/A
+        text = self.clue if self.clue == "query" else None
         if v.mode == "score":
+            check_result_frame(inp, repr(self), text)
             return self._score(inp)
+        check_query_frame(inp, repr(self), text)
         return self._retrieve(inp)
 
     def _retrieve(self, inp: pd.DataFrame) -> pd.DataFrame:
@@ -151,6 +171,7 @@ class FieldExpert(pt.Transformer):
             warnings.filterwarnings("ignore", message=".*no results for.*")
             res = self._get_retriever()(run[["qid", "query"]])
         res = res[["qid", "docno", "score"]]
+        report_missing_qids(inp, res, repr(self), self, expected=set(run["qid"]))
         res = inp.drop_duplicates("qid").merge(res, on="qid")
         res["score"] = self._normalise(res).to_numpy()
         return pt.model.add_ranks(res)[out_cols]
@@ -158,6 +179,7 @@ class FieldExpert(pt.Transformer):
     def _score(self, inp: pd.DataFrame) -> pd.DataFrame:
         if len(inp) == 0:
             return empty_scored(inp)
+        unknown = unknown_docnos(inp, self.index.corpus["docno"], repr(self), self.unknown_docnos)
         out = inp.copy()
         queries = inp.drop(columns=["docno", "score", "rank"], errors="ignore").drop_duplicates("qid")
         run = self._queries_with_clue(queries)
@@ -169,21 +191,25 @@ class FieldExpert(pt.Transformer):
                     res = self._get_scorer()(run[["qid", "query"]])
                 scored = res[["qid", "docno", "score"]]
             else:
-                cands = inp.loc[inp["qid"].isin(run["qid"]), ["qid", "docno"]].merge(run[["qid", "query"]], on="qid")
+                cands = inp.loc[inp["qid"].isin(run["qid"]) & ~unknown, ["qid", "docno"]].merge(
+                    run[["qid", "query"]], on="qid")
                 scored = self._get_scorer()(cands)[["qid", "docno", "score"]]
         out = out.drop(columns=["score", "rank"], errors="ignore").merge(
             scored.drop_duplicates(["qid", "docno"]), on=["qid", "docno"], how="left")
         out["score"] = out["score"].astype(float).fillna(0.0)
+        out.loc[unknown, "score"] = np.nan  # asked for (unknown_docnos="nan"): never a made-up score
         has_clue = out["qid"].isin(run["qid"]) & (not self.empty_field)
         norm = self._normalise(out[has_clue]) if has_clue.any() else pd.Series(dtype=float)
         out["score"] = NEUTRAL_SCORE
         out.loc[has_clue, "score"] = norm.to_numpy()
-        return pt.model.add_ranks(out)
+        out.loc[unknown, "score"] = np.nan
+        return add_ranks(out)
 
     def __repr__(self):
         model = "" if self.backend == "bm25" else f", model={self.model or 'minilm'!r}"
+        unknown = "" if self.unknown_docnos == "raise" else f", unknown_docnos={self.unknown_docnos!r}"
         return (f"FieldExpert({self.field!r}, {self.backend}{model}, fields={'+'.join(self.book_fields)}, "
-                f"normalise={self.normalise!r})")
+                f"normalise={self.normalise!r}{unknown})")
 
 
 def base_expert(index, backend: str = "dense", model: Optional[str] = None, **kwargs) -> FieldExpert:

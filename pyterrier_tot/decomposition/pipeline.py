@@ -30,6 +30,8 @@ from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, YEAR_COLUMN
 from pyterrier_tot.decomposition.date_expert import DateExpert
 from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
+from pyterrier_tot.errors import NoResultsWarning
+from pyterrier_tot.policy import check_query_frame, report_missing_qids
 
 
 class ClueLookup(pt.Transformer):
@@ -46,6 +48,7 @@ class ClueLookup(pt.Transformer):
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         pta.validate.query_frame(inp)
+        check_query_frame(inp, repr(self), None)
         out = inp.drop(columns=[c for c in self.clues.columns if c in inp.columns]).copy()
         missing = set(out["qid"].astype(str)) - set(self.clues.index)
         if missing:
@@ -67,7 +70,8 @@ class CandidateUnion(pt.Transformer):
     """Union of the top ``k`` of the base retriever and the top ``expert_k`` of each expert retriever.
 
     Output: the query frame's columns + ``docno``; ``score`` is the base retriever's score (0.0 for books only
-    an expert found), so the frame is a valid ranking on its own."""
+    an expert found), so the frame is a valid ranking on its own. A query for which neither the base nor any
+    expert finds a book has no rows: one ``NoResultsWarning`` names it (counted in ``empty_results``)."""
 
     def __init__(self, base: pt.Transformer, retrievers: Sequence[pt.Transformer] = (), k: int = 100,
                  expert_k: int = 20):
@@ -75,6 +79,7 @@ class CandidateUnion(pt.Transformer):
         self.retrievers = list(retrievers)
         self.k = k
         self.expert_k = expert_k
+        self.empty_results = 0
         self._needs: Optional[List[str]] = None
 
     def needs(self) -> List[str]:
@@ -96,16 +101,22 @@ class CandidateUnion(pt.Transformer):
         cols = [*inp.columns, "docno", "score", "rank"]
         if len(inp) == 0:
             return pd.DataFrame(columns=cols)
-        base = self.base(inp)
-        base = base[base["rank"] < self.k] if "rank" in base.columns else base
-        found = [base[["qid", "docno", "score"]]]
-        for r in self.retrievers:
-            res = r(inp)
-            if len(res):
-                res = pt.model.add_ranks(res[["qid", "docno", "score"]].copy())
-                found.append(res.loc[res["rank"] < self.expert_k, ["qid", "docno"]].assign(score=float("nan")))
+        check_query_frame(inp, repr(self), "query" if "query" in self.needs() else None)
+        with warnings.catch_warnings():
+            # an expert finding nothing is normal (its clue found no book); only a query left with no candidate
+            # at all is reported, once, below
+            warnings.simplefilter("ignore", NoResultsWarning)
+            base = self.base(inp)
+            base = base[base["rank"] < self.k] if "rank" in base.columns else base
+            found = [base[["qid", "docno", "score"]]]
+            for r in self.retrievers:
+                res = r(inp)
+                if len(res):
+                    res = pt.model.add_ranks(res[["qid", "docno", "score"]].copy())
+                    found.append(res.loc[res["rank"] < self.expert_k, ["qid", "docno"]].assign(score=float("nan")))
         allres = pd.concat(found, ignore_index=True).drop_duplicates(["qid", "docno"], keep="first")
         allres["score"] = allres["score"].astype(float).fillna(0.0)
+        report_missing_qids(inp, allres, repr(self), self)
         out = inp.merge(allres, on="qid")
         return pt.model.add_ranks(out)[cols]
 
@@ -133,8 +144,10 @@ class DecompositionPipeline(pt.Transformer):
         return pipe
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        # each stage validates its own input: the decomposer's (or, without one, the candidates') declaration is
-        # the pipeline's
+        # each stage validates its own columns: the decomposer's (or, without one, the candidates') declaration
+        # is the pipeline's; the values are checked here, so a bad query fails before any LLM call or retrieval
+        if len(inp) and "qid" in inp.columns:
+            check_query_frame(inp, repr(self), "query" if "query" in inp.columns else None)
         return self.pipeline(inp)
 
     def transform_inputs(self) -> List[List[str]]:

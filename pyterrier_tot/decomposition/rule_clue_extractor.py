@@ -24,6 +24,7 @@ import pyterrier_alpha as pta
 
 from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, YEAR_COLUMN, clue_column
 from pyterrier_tot.decomposition.date_resolver import date_mentions
+from pyterrier_tot.policy import check_query_frame
 
 _SENT_RE = re.compile(r"(?<=[.!?\n])\s+")
 _QUOTED_RE = re.compile(r"[\"“”]([^\"“”\n]{2,80})[\"“”]")
@@ -84,6 +85,7 @@ class RuleClueExtractor(pt.Transformer):
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         pta.validate.query_frame(inp, extra_columns=[self.query_column])
+        check_query_frame(inp, repr(self), self.query_column)
         out = inp.copy()
         rows = [extract_clues(q, self.reference_year) for q in out[self.query_column].tolist()]
         clues = pd.DataFrame(rows, columns=[*CLUE_COLUMNS, YEAR_COLUMN], index=out.index)

@@ -44,6 +44,7 @@ import pyterrier_alpha as pta
 from pyterrier_tot._artifact import ToTArtifact, building, read_meta
 from pyterrier_tot._util import require_columns
 from pyterrier_tot.normalise import METHODS, normalise_scores
+from pyterrier_tot.policy import check_result_frame
 
 WEIGHTS_FILE = "weights.json"
 
@@ -123,13 +124,14 @@ class WeightedFuser(pt.Transformer):
                 v.result_frame(extra_columns=self.expert_inputs(), mode="candidates")
             else:
                 v.result_frame(extra_columns=["features"], mode="features")  # a ** feature union upstream
+        # the experts check the query too, but the fuser is the stage the user called: fail here, naming it
+        reads_query = self.experts is not None and "query" in self.expert_inputs()
+        check_result_frame(inp, repr(self), "query" if reads_query else None)
 
     def features(self, inp: pd.DataFrame) -> pd.DataFrame:
         """``inp`` (qid, docno, ...) with one normalised, neutral-filled column per expert (``self.names``)."""
         self._validate(inp)
         base = inp.drop(columns=["features", "score", "rank"], errors="ignore").reset_index(drop=True)
-        if base.duplicated(["qid", "docno"]).any():
-            raise ValueError("WeightedFuser: the candidate frame has a (qid, docno) pair twice")
         raw = self._raw_scores(inp, base)
         cols = {}
         for j, name in enumerate(self.names):

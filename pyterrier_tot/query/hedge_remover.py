@@ -31,6 +31,8 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
+from pyterrier_tot.policy import check_query_frame
+
 NEGATION_MODES = ("keep", "not", "drop")
 LexiconArg = Union[None, str, Path, Iterable[str]]
 _WORDS = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
@@ -181,12 +183,9 @@ class HedgeRemover(pt.Transformer):
     # ------------------------------------------------------------------ transformer
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         pta.validate.query_frame(inp, extra_columns=["query"])
+        check_query_frame(inp, repr(self))
         out = pt.model.push_queries(inp, keep_original=True)
         originals = out["query_0"]
-        bad = originals.map(lambda q: not isinstance(q, str))
-        if bad.any():
-            raise TypeError(f"{self!r}: column 'query' must hold strings; qid(s) "
-                            f"{out.loc[bad, 'qid'].astype(str).tolist()[:5]} have {originals[bad].tolist()[:3]}")
         if self.remove:
             cleaned = [self.clean(q) for q in originals]
             # never hand an empty query downstream: a query made only of hedges keeps its original text

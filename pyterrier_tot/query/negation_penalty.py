@@ -40,6 +40,7 @@ import pyterrier as pt
 import pyterrier_alpha as pta
 
 from pyterrier_tot._util import explain_columns
+from pyterrier_tot.policy import check_result_frame, unknown_docnos
 
 MODES = ("heads", "phrase")
 
@@ -276,6 +277,9 @@ class NegationPenalty(pt.Transformer):
             elif len(inp) == 0 and {"qid", "docno", *needs} <= set(inp.columns):
                 # no rows, no books to read: pt.Experiment probes pipelines with such frames
                 v.result_frame(needs, mode="empty")
+        check_result_frame(inp, repr(self), self.query_column, score=True)
+        if v.mode == "index" and len(inp):
+            unknown_docnos(inp, self.index.corpus["docno"], repr(self))
         out = inp.copy()
         out["negation_penalty"] = pd.Series(0.0, index=out.index, dtype=float)
         if len(out) == 0:

@@ -21,10 +21,11 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._util import check_queries, explain_columns, is_missing
+from pyterrier_tot._util import explain_columns, is_missing
 from pyterrier_tot.decomposition.clue_decomposer import clean_answer
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, clue_column
 from pyterrier_tot.llm.templates import load_prompt
+from pyterrier_tot.policy import check_query_frame
 
 
 class _LLMRewriter(pt.Transformer):
@@ -47,7 +48,7 @@ class _LLMRewriter(pt.Transformer):
         out = pt.model.push_queries(inp.copy(), keep_original=True, inplace=False)
         if len(inp) == 0:
             return out
-        check_queries(inp, repr(self))
+        check_query_frame(inp, repr(self))
         originals = out["query_0"].astype(str).tolist()
         answers = self.llm.chat_many([self.prompt.messages(q[: self.max_query_chars]) for q in originals],
                                      prompt_version=self.prompt.version, desc=self.label)
@@ -113,6 +114,8 @@ class ClueConcatenator(pt.Transformer):
         with explain_columns(repr(self), hint), pta.validate.any(inp) as v:
             for c in self.columns:
                 v.query_frame(["query", c], mode=c)
+        # the query is the fallback text of a query whose clues are all N/A, so it must be usable too
+        check_query_frame(inp, repr(self))
         out = pt.model.push_queries(inp.copy(), keep_original=False, inplace=False)
         new, fallback = [], 0
         for _, row in out.iterrows():

@@ -29,8 +29,9 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._util import check_queries, explain_columns
+from pyterrier_tot._util import explain_columns
 from pyterrier_tot.normalise import normalise_scores
+from pyterrier_tot.policy import check_result_frame, unknown_docnos
 
 
 def _normalises(encoder) -> Optional[bool]:
@@ -139,7 +140,9 @@ class DenseReranker(pt.Transformer):
         if len(out) == 0:
             out["score"] = pd.Series(dtype=float)
             return pt.model.add_ranks(out)
-        check_queries(out.drop_duplicates("qid"), repr(self))
+        check_result_frame(out, repr(self), "query", score=True)
+        if self.index is not None:
+            unknown_docnos(out, self.index.corpus["docno"], repr(self))
         out["_order"] = np.arange(len(out))
         out = out.sort_values(["qid", "score", "_order"], ascending=[True, False, True], kind="stable")
         pos = out.groupby("qid", sort=False).cumcount().to_numpy()

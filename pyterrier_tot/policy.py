@@ -1,0 +1,175 @@
+"""The bad-input policy, written once: the checks every public stage runs at its entry.
+
+The rules (the per-stage table is ``docs/robustness.rst``; ``tests/test_bad_inputs.py`` asserts every cell):
+
+- every input qid is in the output, or the call raises an error naming it. The one exception is a retriever
+  that finds nothing for a valid query (or a clue expert whose clue is N/A): the qid has no rows, as a ranking
+  with nothing in it, and a :class:`~pyterrier_tot.errors.NoResultsWarning` names it (and ``.empty_results``
+  counts it) — except for N/A clues, which are documented to yield nothing;
+- a score is never made up: a docno the stage must look up and cannot find raises
+  :class:`~pyterrier_tot.errors.UnknownDocnoError` naming it, or, where the stage takes
+  ``unknown_docnos="nan"``, scores NaN with an :class:`~pyterrier_tot.errors.UnknownDocnoWarning`;
+- errors are raised at the stage's entry and name the column, the value or the qid.
+
+Query text (checked by every stage that reads it): None, NaN, blank or whitespace-only text raises
+:class:`~pyterrier_tot.errors.BadInputError`; a non-string value raises
+:class:`~pyterrier_tot.errors.BadInputTypeError` (also a ``TypeError``). Long text, control characters and any
+script are accepted (stages cut or tokenise as they document). A query frame with a qid twice raises; a result
+frame with a (qid, docno) pair twice raises; a NaN or infinite ``score`` raises in the stages that read it.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Iterable, Optional, Set
+
+import numpy as np
+import pandas as pd
+import pyterrier as pt
+
+from pyterrier_tot.errors import (
+    BadInputError,
+    BadInputTypeError,
+    NoResultsWarning,
+    UnknownDocnoError,
+    UnknownDocnoWarning,
+)
+
+#: Values of a stage's ``unknown_docnos`` argument.
+UNKNOWN_DOCNOS = ("raise", "nan")
+_SHOW = 5  # how many offending qids / docnos a message lists
+
+
+def _first(values: Iterable, n: int = _SHOW) -> list:
+    out = []
+    for v in values:
+        if v not in out:
+            out.append(v)
+        if len(out) >= n:
+            break
+    return out
+
+
+def check_query_text(df: pd.DataFrame, who: str, column: str = "query") -> None:
+    """Raise naming the qids whose ``column`` is None, NaN, blank or not a string (one check per qid)."""
+    if len(df) == 0 or column not in df.columns:
+        return
+    values = df[column]
+    missing = values.map(lambda v: v is None or (not isinstance(v, str) and _isna(v))).astype(bool)
+    blank = values.map(lambda v: isinstance(v, str) and not v.strip()).astype(bool)
+    bad = missing | blank
+    if bad.any():
+        raise BadInputError(f"{who}: empty {column!r} for qid(s) {_first(df.loc[bad, 'qid'].astype(str))}")
+    wrong = ~values.map(lambda v: isinstance(v, str)).astype(bool)
+    if wrong.any():
+        rows = df.loc[wrong]
+        raise BadInputTypeError(f"{who}: column {column!r} must hold text; qid(s) {_first(rows['qid'].astype(str))} "
+                                f"have {[type(v).__name__ + ' ' + repr(v) for v in _first(rows[column], 3)]}")
+
+
+def _isna(v) -> bool:
+    try:
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def check_unique_qids(df: pd.DataFrame, who: str) -> None:
+    """A query frame holds each qid once: raise naming the qids given twice."""
+    if len(df) and df["qid"].duplicated().any():
+        dups = _first(df.loc[df["qid"].duplicated(), "qid"].astype(str))
+        raise BadInputError(f"{who}: qid(s) {dups} appear more than once in the query frame; give each query "
+                            "one row (its results are keyed by qid)")
+
+
+def check_unique_pairs(df: pd.DataFrame, who: str) -> None:
+    """A result frame holds each (qid, docno) once: raise naming the pairs given twice."""
+    if len(df) == 0:
+        return
+    dup = df.duplicated(["qid", "docno"])
+    if dup.any():
+        pairs = _first(zip(df.loc[dup, "qid"].astype(str), df.loc[dup, "docno"].astype(str)))
+        raise BadInputError(f"{who}: (qid, docno) pair(s) {pairs} appear more than once in the result frame")
+
+
+def check_scores(df: pd.DataFrame, who: str, column: str = "score") -> None:
+    """Raise naming the qids with a NaN or infinite ``column`` (for stages that read the incoming score)."""
+    if len(df) == 0 or column not in df.columns:
+        return
+    try:
+        values = pd.to_numeric(df[column], errors="coerce").to_numpy(dtype=float)
+    except (TypeError, ValueError):
+        values = np.full(len(df), np.nan)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        rows = df.loc[bad]
+        raise BadInputError(f"{who}: column {column!r} is NaN or infinite for qid(s) {_first(rows['qid'].astype(str))}"
+                            f" (docno(s) {_first(rows['docno'].astype(str))}); an earlier stage gave no score")
+
+
+def check_query_frame(df: pd.DataFrame, who: str, column: Optional[str] = "query") -> None:
+    """The entry check of a stage reading a query frame: one row per qid, and (when it reads it) usable text."""
+    check_unique_qids(df, who)
+    if column is not None:
+        check_query_text(df, who, column)
+
+
+def check_result_frame(df: pd.DataFrame, who: str, column: Optional[str] = None, score: bool = False) -> None:
+    """The entry check of a stage reading a result frame: each (qid, docno) once, the query text it reads
+    (``column``) usable for each qid, and (``score=True``) a finite incoming score."""
+    check_unique_pairs(df, who)
+    if column is not None and len(df):
+        check_query_text(df.drop_duplicates("qid"), who, column)
+    if score:
+        check_scores(df, who)
+
+
+def check_unknown_docnos_arg(value: str) -> str:
+    if value not in UNKNOWN_DOCNOS:
+        raise ValueError(f"unknown_docnos must be one of {UNKNOWN_DOCNOS}, not {value!r}")
+    return value
+
+
+def unknown_docnos(df: pd.DataFrame, known, who: str, policy: str = "raise") -> np.ndarray:
+    """The mask of rows whose docno is not in ``known``. ``policy="raise"`` raises
+    :class:`UnknownDocnoError` naming them; ``"nan"`` warns (the caller scores those rows NaN)."""
+    if len(df) == 0:
+        return np.zeros(0, dtype=bool)
+    docnos = df["docno"].astype(str)
+    mask = ~docnos.isin(known).to_numpy()
+    if mask.any():
+        bad = _first(docnos[mask])
+        if policy == "raise":
+            raise UnknownDocnoError(f"{who}: docno(s) not in the corpus: {bad}")
+        warnings.warn(f"{who}: docno(s) not in the corpus scored NaN: {bad} ({int(mask.sum())} row(s))",
+                      UnknownDocnoWarning, stacklevel=3)
+    return mask
+
+
+def add_ranks(df: pd.DataFrame) -> pd.DataFrame:
+    """``pt.model.add_ranks`` that also takes NaN scores (unknown docnos scored on request), ranking them last."""
+    scores = df["score"].astype(float)
+    if not scores.isna().any():
+        return pt.model.add_ranks(df)
+    df["score"] = scores.fillna(-np.inf)
+    df = pt.model.add_ranks(df)
+    df["score"] = scores  # aligned on the index, which add_ranks keeps
+    return df
+
+
+def report_missing_qids(inp: pd.DataFrame, out: pd.DataFrame, who: str, owner=None,
+                        expected: Optional[Set[str]] = None) -> Set:
+    """Warn (:class:`NoResultsWarning`) naming the qids of ``inp`` (or ``expected``) with no row in ``out``, and
+    add their number to ``owner.empty_results``; returns them."""
+    want = set(inp["qid"]) if expected is None else set(expected)
+    missing = want - set(out["qid"]) if len(out) else want
+    if missing:
+        if owner is not None:
+            owner.empty_results = getattr(owner, "empty_results", 0) + len(missing)
+        warnings.warn(f"{who}: no results for {len(missing)} query(ies), e.g. {sorted(map(str, missing))[:_SHOW]}",
+                      NoResultsWarning, stacklevel=3)
+    return missing
+
+
+__all__ = ["UNKNOWN_DOCNOS", "check_query_text", "check_unique_qids", "check_unique_pairs", "check_scores",
+           "check_query_frame", "check_result_frame", "check_unknown_docnos_arg", "unknown_docnos",
+           "add_ranks", "report_missing_qids"]
