@@ -28,6 +28,18 @@ class LLMFailure(ToTError, RuntimeError):
     """One LLM request failed after its retries (caught by the stages, which degrade to N/A)."""
 
 
+class LLMUnavailableError(LLMConfigurationError):
+    """The LLM failed so many requests in a row that the stage stopped (circuit breaker) instead of writing
+    N/A for every remaining query. Attributes: ``asked``, ``answered``, ``failed``, ``not_sent`` (request
+    counts), ``done`` (indices of the answered requests); a stage adds ``qids_done`` / ``qids_pending``."""
+
+    def __init__(self, message: str, *, asked: int = 0, answered: int = 0, failed: int = 0, not_sent: int = 0,
+                 done=(), qids_done=(), qids_pending=()):
+        super().__init__(message)
+        self.asked, self.answered, self.failed, self.not_sent = asked, answered, failed, not_sent
+        self.done, self.qids_done, self.qids_pending = list(done), list(qids_done), list(qids_pending)
+
+
 class TerrierUnavailableError(ToTError, RuntimeError):
     """Terrier (Java) cannot be started here, so a Terrier-only stage (RM3) cannot run."""
 
@@ -67,4 +79,5 @@ class LockTimeoutError(ToTError, TimeoutError):
 
 __all__ = ["ToTError", "ModelUnavailableError", "DatasetUnavailableError", "LLMConfigurationError", "LLMFailure",
            "TerrierUnavailableError", "CoverImageError", "BadInputError", "UnknownDocnoError", "BadInputTypeError",
-           "NoResultsWarning", "UnknownDocnoWarning", "LockTimeoutError"]
+           "NoResultsWarning", "UnknownDocnoWarning", "LockTimeoutError",
+           "LLMUnavailableError"]

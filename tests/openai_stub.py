@@ -5,7 +5,10 @@
 
 ``responder(messages) -> str`` gives the answer text. Faults (drawn per request from a seeded generator):
 ``timeout`` (the answer comes after ``slow_seconds``), ``429`` (with Retry-After: 0), ``500``, and ``malformed``
-(a 200 whose body is not JSON). ``always_fail(messages) -> bool`` marks requests that get a 500 every time.
+(a 200 whose body is not JSON); on request also ``truncated`` (the body is cut short and the connection closed)
+and ``length`` (``finish_reason="length"`` with only the first three characters of the answer).
+``always_fail(messages) -> bool`` marks requests that get a 500 every time (``echo_key`` puts the request's
+Authorization header in that error, as careless servers do).
 ``delay`` slows every answer (for kill tests). Counters: ``requests``, ``answered``, ``faults``, ``max_in_flight``.
 """
 from __future__ import annotations
@@ -18,18 +21,21 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Dict, List, Optional
 
 FAULTS = ("timeout", "429", "500", "malformed")
+ALL_FAULTS = FAULTS + ("truncated", "length")
 
 
 class OpenAIStub:
     def __init__(self, responder: Callable[[List[Dict[str, str]]], str], fault_rate: float = 0.0, seed: int = 0,
                  faults=FAULTS, slow_seconds: float = 2.0, delay: float = 0.0,
-                 always_fail: Optional[Callable[[List[Dict[str, str]]], bool]] = None, status: Optional[int] = None):
+                 always_fail: Optional[Callable[[List[Dict[str, str]]], bool]] = None, status: Optional[int] = None,
+                 echo_key: bool = False):
         self.responder, self.fault_rate, self.faults = responder, fault_rate, tuple(faults)
         self.slow_seconds, self.delay, self.always_fail, self.status = slow_seconds, delay, always_fail, status
+        self.echo_key = echo_key
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self.requests = self.answered = 0
-        self.faults_served: Dict[str, int] = {f: 0 for f in FAULTS}
+        self.faults_served: Dict[str, int] = {f: 0 for f in ALL_FAULTS}
         self.in_flight = self.max_in_flight = 0
         self.api_keys = set()
         stub = self
@@ -40,10 +46,13 @@ class OpenAIStub:
             def log_message(self, *args):
                 pass
 
-            def _send(self, code: int, body: bytes, headers: Dict[str, str] = None):
+            def _send(self, code: int, body: bytes, headers: Dict[str, str] = None, cut: bool = False):
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
+                if cut:  # promise the whole body, send half, hang up
+                    body = body[: len(body) // 2]
+                    self.close_connection = True
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
                 self.end_headers()
@@ -75,7 +84,10 @@ class OpenAIStub:
                     return self._send(stub.status, json.dumps({"error": {"message": "refused"}}).encode())
                 messages = payload.get("messages", [])
                 if stub.always_fail is not None and stub.always_fail(messages):
-                    return self._send(500, json.dumps({"error": {"message": "always failing"}}).encode())
+                    why = "always failing"
+                    if stub.echo_key:
+                        why += f" for {self.headers.get('Authorization')}"
+                    return self._send(500, json.dumps({"error": {"message": why}}).encode())
                 if fault is not None:
                     with stub._lock:
                         stub.faults_served[fault] += 1
@@ -86,18 +98,23 @@ class OpenAIStub:
                                           {"Retry-After": "0"})
                     elif fault == "500":
                         return self._send(500, json.dumps({"error": {"message": "boom"}}).encode())
-                    else:
+                    elif fault == "malformed":
                         return self._send(200, b'{"id": "x", "choices": [{"message": {"content": "unterminated')
                 if stub.delay:
                     time.sleep(stub.delay)
                 content = stub.responder(messages)
+                finish = "stop"
+                if fault == "length":
+                    content, finish = content[:3], "length"
                 prompt_tokens = sum(len(m.get("content", "").split()) for m in messages)
                 body = {"id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()),
                         "model": payload.get("model", "stub"),
-                        "choices": [{"index": 0, "finish_reason": "stop",
+                        "choices": [{"index": 0, "finish_reason": finish,
                                      "message": {"role": "assistant", "content": content}}],
                         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(content.split()),
                                   "total_tokens": prompt_tokens + len(content.split())}}
+                if fault == "truncated":
+                    return self._send(200, json.dumps(body).encode(), cut=True)
                 with stub._lock:
                     stub.answered += 1
                 self._send(200, json.dumps(body).encode())

@@ -129,13 +129,6 @@ MUTATIONS = {
     "NaN score from an earlier stage": lambda inp: _first_q1(inp, "score", float("nan")),
 }
 
-#: cells waiting for a change in a file this matrix's author does not own (see docs/robustness.rst)
-PENDING = {("ClueDecomposer", kind): "clue_decomposer.py still calls _util.check_queries (a plain ValueError; "
-           "accepts numbers and repeated qids); it should call pyterrier_tot.policy.check_query_frame"
-           for kind in ("NaN query", "None query", "non-string query", "empty query", "whitespace-only query",
-                        "duplicate qids")}
-
-
 def stage_key(case) -> str:
     for key in (f"{case.name}[{case.mode}]", case.name):
         if key in STAGES:
@@ -181,14 +174,12 @@ CELLS = [(c, k) for c in CASES for k in OUTCOMES]
 
 
 @pytest.mark.parametrize("case,kind", CELLS, ids=[f"{c.id}-{k}" for c, k in CELLS])
-def test_bad_input_cell(case, kind, env, request):
+def test_bad_input_cell(case, kind, env):
     outcome = expected(case, kind)
     inp = MUTATIONS[kind](case.inp(env))
     if outcome == NA or inp is None:
         pytest.skip(f"{kind!r} does not apply to {case.id}")
     _available(case.needs)
-    if (case.name, kind) in PENDING:
-        request.applymarker(pytest.mark.xfail(reason=PENDING[(case.name, kind)], strict=False))
     t = _build(case, env)
     if outcome == MISSING:
         with pytest.raises(pt.validate.InputValidationError):

@@ -328,13 +328,14 @@ def test_kill_9_mid_run_resumes_from_cache(tmp_path):
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         assert proc.returncode == -signal.SIGKILL
-        answered_before_kill = stub.answered
+        answered_before_kill, requests_before_kill = stub.answered, stub.requests
         kept = len(LLMCache(cache))
         # every answer the client got was stored (the last one may have been in flight when it died)
         assert answered_before_kill - 1 <= kept <= answered_before_kill < total and kept >= 25
         llm = LLM(model="stub", base_url=stub.base_url, api_key="sk-test", cache=cache, concurrency=1, verbose=False)
         resumed = ClueDecomposer(llm, "extractive", "per_field")(TOPICS)
-        assert stub.answered - answered_before_kill == total - kept  # only the missing answers were asked
+        # only the missing answers were asked: no request at all repeats a finished one
+        assert stub.requests - requests_before_kill == stub.answered - answered_before_kill == total - kept
         assert llm.usage.cache_hits == kept
     pd.testing.assert_frame_equal(resumed, expected)
 

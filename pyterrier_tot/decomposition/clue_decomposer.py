@@ -24,7 +24,10 @@ The date clue is resolved to ``clue_year``, the latest possible publication year
 ``reference_year`` (an int, or the name of a column holding each query's year) anchors relative dates.
 
 Failures never lose a query: a request that fails after the LLM's retries, or an answer that cannot be parsed,
-makes that field N/A, with a warning and a counter in ``stats``. Prompts are the package files
+makes that field N/A, with a warning and a counter in ``stats``. When the LLM fails many requests in a row (its
+circuit breaker, ``LLM(max_consecutive_failures=...)``) the stage stops with
+:class:`~pyterrier_tot.llm.client.LLMUnavailableError` naming the qids done and pending; their answers are
+cached, so a rerun resumes. Prompts are the package files
 ``prompts/<mode>_<field>.txt`` and ``prompts/joint_<mode>.txt`` (``prompt_dir`` overrides them by name).
 """
 from __future__ import annotations
@@ -42,10 +45,12 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._util import check_queries, explain_columns, is_missing
+from pyterrier_tot._util import explain_columns, is_missing
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, YEAR_COLUMN, clue_column
 from pyterrier_tot.decomposition.date_resolver import latest_possible_year
+from pyterrier_tot.errors import LLMUnavailableError
 from pyterrier_tot.llm.templates import load_prompt
+from pyterrier_tot.policy import check_query_frame
 
 MODES = ("extractive", "predictive")
 STRATEGIES = ("per_field", "joint")
@@ -190,15 +195,16 @@ class ClueDecomposer(pt.Transformer):
                 out[clue_column(f)] = pd.Series(dtype=object)
             out[YEAR_COLUMN] = pd.Series(dtype="Int64")
             return out
-        check_queries(out, repr(self), self.query_column)
+        check_query_frame(out, repr(self), self.query_column)
         queries = [str(q)[: self.max_query_chars] for q in out[self.query_column]]
         refs = self._ref_years(out)
         before = {f: dict(c) for f, c in self.stats.items()}
         clues: Dict[str, List[Optional[str]]] = defaultdict(lambda: [None] * len(queries))
         if self.strategy == "joint":
             prompt = self.prompts["joint"]
-            answers = self.llm.chat_many([prompt.messages(q) for q in queries], prompt_version=prompt.version,
-                                         desc=f"{self.mode} clues (joint)")
+            answers = self._ask([prompt.messages(q) for q in queries], list(range(len(queries))), out,
+                                prompt_version=prompt.version, desc=f"{self.mode} clues (joint)",
+                                validate=lambda a: parse_joint(a, self.fields) is not None)
             for i, ans in enumerate(answers):
                 parsed = parse_joint(ans, self.fields) if ans is not None else None
                 for f in self.fields:
@@ -216,8 +222,9 @@ class ClueDecomposer(pt.Transformer):
                 for f in self.fields:
                     reqs.append(self.prompts[f].messages(q))
                     where.append((i, f))
-            answers = self.llm.chat_many(reqs, prompt_version=[self.prompts[f].version for _, f in where],
-                                         desc=f"{self.mode} clues (per field)")
+            answers = self._ask(reqs, [i for i, _ in where], out,
+                                prompt_version=[self.prompts[f].version for _, f in where],
+                                desc=f"{self.mode} clues (per field)")
             for (i, f), ans in zip(where, answers):
                 st = self.stats[f]
                 st["asked"] += 1
@@ -235,6 +242,27 @@ class ClueDecomposer(pt.Transformer):
                                     dtype="Int64")
         self._warn(before, len(queries))
         return out
+
+    def _ask(self, requests, owner: List[int], inp: pd.DataFrame, **kw) -> List[Optional[str]]:
+        """``llm.chat_many``, with a tripped circuit breaker reported by qid (request j belongs to query
+        ``owner[j]``): a query is done when every one of its requests was answered."""
+        try:
+            return self.llm.chat_many(requests, **kw)
+        except LLMUnavailableError as exc:
+            qids = [str(q) for q in inp["qid"]]
+            complete = [True] * len(qids)
+            answered = set(exc.done)
+            for j, i in enumerate(owner):
+                complete[i] = complete[i] and j in answered
+            done = [q for q, ok in zip(qids, complete) if ok]
+            pending = [q for q, ok in zip(qids, complete) if not ok]
+
+            def few(xs):
+                return ", ".join(xs[:10]) + (f" and {len(xs) - 10} more" if len(xs) > 10 else "") if xs else "none"
+            raise LLMUnavailableError(
+                f"{self!r} stopped after {len(done)} of {len(qids)} queries: queries done: {few(done)}; not done: "
+                f"{few(pending)}. {exc}", asked=exc.asked, answered=exc.answered, failed=exc.failed,
+                not_sent=exc.not_sent, done=exc.done, qids_done=done, qids_pending=pending) from None
 
     def _keep(self, field: str, clue: Optional[str], query: str) -> Optional[str]:
         if clue is None:

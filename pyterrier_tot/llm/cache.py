@@ -4,16 +4,23 @@ The key is a SHA-256 of the model name, the full message list, the sampling para
 so changing any of them asks again, and repeating an experiment (or resuming a killed run) asks nothing already
 answered. Only successful answers are stored; failures are retried next time. API keys are never part of the
 key or the row.
+
+Several processes may share one file (parallel runs of an experiment): the file is in WAL mode, each answer is
+one auto-committed statement, and a writer that finds the database locked waits (sqlite's busy timeout, then
+retries with back-off for up to ``busy_seconds``) instead of failing with "database is locked".
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import random
 import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
+
+T = TypeVar("T")
 
 
 def request_key(model: str, messages: List[Dict[str, str]], params: Dict[str, Any],
@@ -27,41 +34,55 @@ def request_key(model: str, messages: List[Dict[str, str]], params: Dict[str, An
 class LLMCache:
     """A thread-safe sqlite key → answer store (``get`` / ``put``); ``len(cache)`` counts stored answers."""
 
-    def __init__(self, path: Union[str, Path]):
+    def __init__(self, path: Union[str, Path], busy_seconds: float = 120.0):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.busy_seconds = float(busy_seconds)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
-        with self._lock:
+        # autocommit: every put is one atomic statement, so no transaction is ever left open between calls
+        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=10, isolation_level=None)
+        self._locked(self._setup)
+
+    def _setup(self) -> None:
+        # switching to WAL needs an exclusive lock that sqlite does not wait for; the mode is stored in the file,
+        # so only the first opener switches
+        if self._conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
             self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, model TEXT, "
-                               "answer TEXT NOT NULL, prompt_tokens INTEGER, completion_tokens INTEGER, "
-                               "created REAL)")
-            self._conn.commit()
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, model TEXT, "
+                           "answer TEXT NOT NULL, prompt_tokens INTEGER, completion_tokens INTEGER, created REAL)")
+
+    def _locked(self, fn: Callable[[], T]) -> T:
+        """``fn()`` under the thread lock, retried while another process holds the database."""
+        deadline, delay = time.monotonic() + self.busy_seconds, 0.01
+        while True:
+            try:
+                with self._lock:
+                    return fn()
+            except sqlite3.OperationalError as exc:
+                text = str(exc).lower()
+                if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
+                    raise
+            time.sleep(delay * random.uniform(0.5, 1.5))
+            delay = min(2 * delay, 0.5)
 
     def get(self, key: str) -> Optional[Dict[str, Any]]:
-        with self._lock:
-            row = self._conn.execute("SELECT answer, prompt_tokens, completion_tokens FROM answers WHERE key=?",
-                                     (key,)).fetchone()
+        row = self._locked(lambda: self._conn.execute(
+            "SELECT answer, prompt_tokens, completion_tokens FROM answers WHERE key=?", (key,)).fetchone())
         if row is None:
             return None
         return {"answer": row[0], "prompt_tokens": row[1] or 0, "completion_tokens": row[2] or 0}
 
     def put(self, key: str, model: str, answer: str, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
-        with self._lock:
-            self._conn.execute("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?)",
-                               (key, model, answer, int(prompt_tokens or 0), int(completion_tokens or 0), time.time()))
-            self._conn.commit()  # written as it arrives: a killed run keeps every answer it got
+        row = (key, model, answer, int(prompt_tokens or 0), int(completion_tokens or 0), time.time())
+        # committed as it arrives: a killed run keeps every answer it got
+        self._locked(lambda: self._conn.execute("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?)", row))
 
     def __len__(self) -> int:
-        with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM answers").fetchone()[0])
+        return int(self._locked(lambda: self._conn.execute("SELECT COUNT(*) FROM answers").fetchone()[0]))
 
     def clear(self) -> None:
-        with self._lock:
-            self._conn.execute("DELETE FROM answers")
-            self._conn.commit()
+        self._locked(lambda: self._conn.execute("DELETE FROM answers"))
 
     def close(self) -> None:
         with self._lock:

@@ -15,27 +15,41 @@ flight. Answers go through a persistent :class:`~pyterrier_tot.llm.cache.LLMCach
 ``$PYTERRIER_TOT_CACHE/llm_cache.sqlite3``; ``cache=False`` turns it off).
 
 A request that still fails after its retries yields ``None`` with a warning and ``usage.failures`` + 1; the
-calling stage turns that into N/A. Configuration errors that would fail every request (bad key, unknown model,
-a local server process that has died -- ``health_check``, which :meth:`LlamaServer.llm` sets) raise
-:class:`LLMConfigurationError` at once. The API key is held in memory only: it is not part of the cache
-key, the cache rows, ``repr`` or any message.
+calling stage turns that into N/A. Errors that would fail every request raise :class:`LLMConfigurationError`
+within seconds instead: a refused connection or a host name that does not resolve (after one retry
+``CONNECT_RETRY_DELAY`` later), a refused key or unknown model (401, 403, 404: no retry), a local server
+process that has died (``health_check``, which :meth:`LlamaServer.llm` sets). An answer cut short by the
+token limit (``finish_reason="length"``) that the caller's ``validate`` rejects is retried with twice the
+token budget (up to four times ``max_tokens``).
+
+Circuit breaker: in ``chat_many``, after ``max_consecutive_failures`` requests in a row have failed after
+their retries, the batch stops and raises :class:`LLMUnavailableError` with the counts (asked, answered,
+failed, not sent) instead of turning every remaining request into N/A; answers already received are in the
+cache, so a rerun resumes. ``max_consecutive_failures=None`` turns it off.
+
+The API key is held by the HTTP client only: it is not part of the cache key, the cache rows, ``repr`` or any
+message (a server error that echoes it is scrubbed); user name and password in ``base_url`` are masked in
+``repr``.
 """
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import random
+import socket
 import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from urllib.parse import urlsplit, urlunsplit
 
 import pyterrier as pt
 
 from pyterrier_tot._util import cache_dir
-from pyterrier_tot.errors import LLMConfigurationError, LLMFailure
+from pyterrier_tot.errors import LLMConfigurationError, LLMFailure, LLMUnavailableError
 from pyterrier_tot.llm.cache import LLMCache, request_key
 
 Messages = List[Dict[str, str]]
@@ -45,7 +59,9 @@ ENV_BASE_URL = "OPENAI_BASE_URL"
 ENV_API_KEY = "OPENAI_API_KEY"
 ENV_MODEL = "PYTERRIER_TOT_LLM_MODEL"
 
-
+#: Seconds before the one retry of a request whose connection was refused or whose host did not resolve.
+CONNECT_RETRY_DELAY = 1.0
+_UNREACHABLE_ERRNOS = {errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH}
 
 
 @dataclasses.dataclass
@@ -54,6 +70,7 @@ class LLMUsage:
 
     ``requests``: answers asked for; ``calls``: HTTP requests actually sent (retries included);
     ``cache_hits``: answers served from the cache; ``retries``; ``failures``: requests given up on;
+    ``truncated``: answers cut short by the token limit that the caller could not use (each retried);
     ``prompt_tokens`` / ``completion_tokens``: over every answer delivered, cached ones included (so per-query
     costs are comparable between a fresh and a cached run); ``seconds``: wall time inside ``chat``/``chat_many``.
     """
@@ -62,6 +79,7 @@ class LLMUsage:
     cache_hits: int = 0
     retries: int = 0
     failures: int = 0
+    truncated: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
@@ -83,14 +101,45 @@ def _retry_after(exc: BaseException) -> Optional[float]:
         return None
 
 
+def _unreachable(exc: BaseException) -> Optional[str]:
+    """Why no connection could be made at all (refused, unknown host, no route), or None for other errors.
+    The HTTP client wraps the socket error a few levels deep, so the whole cause chain is searched."""
+    seen = set()
+    e: Optional[BaseException] = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, socket.gaierror):
+            return f"its host name does not resolve ({e.strerror or e})"
+        if isinstance(e, OSError) and e.errno in _UNREACHABLE_ERRNOS:
+            return ("the connection was refused (nothing listens there)" if e.errno == errno.ECONNREFUSED
+                    else f"the host cannot be reached ({os.strerror(e.errno)})")
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def _safe_url(url: str) -> str:
+    """``url`` with any user name, password or query string masked (they can hold credentials)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", ""))
+
+
+class _Truncated(ValueError):
+    """An answer cut short by the token limit that the caller's ``validate`` rejected (retried)."""
+
+
 class LLM:
-    """An OpenAI-compatible chat model with retries, bounded concurrency, a persistent cache and accounting."""
+    """An OpenAI-compatible chat model with retries, bounded concurrency, a persistent cache, a circuit breaker
+    and accounting."""
 
     def __init__(self, model: Optional[str] = None, base_url: Optional[str] = None, api_key: Optional[str] = None,
                  temperature: float = 0.0, seed: Optional[int] = 0, max_tokens: int = 256, timeout: float = 60.0,
                  max_retries: int = 4, backoff: float = 0.5, max_backoff: float = 20.0, concurrency: int = 4,
                  cache: Union[bool, str, Path, LLMCache] = True, verbose: bool = True,
-                 health_check: Optional[Callable[[], Optional[str]]] = None):
+                 health_check: Optional[Callable[[], Optional[str]]] = None,
+                 max_consecutive_failures: Optional[int] = 10):
         self.model = model or os.environ.get(ENV_MODEL)
         if not self.model:
             raise LLMConfigurationError(f"LLM needs a model name: pass model=... or set ${ENV_MODEL}")
@@ -106,6 +155,7 @@ class LLM:
         self.timeout, self.max_retries = float(timeout), int(max_retries)
         self.backoff, self.max_backoff = float(backoff), float(max_backoff)
         self.concurrency = max(1, int(concurrency))
+        self.max_consecutive_failures = int(max_consecutive_failures) if max_consecutive_failures else None
         self.verbose = verbose
         # called after a connection error: a message means the backend is gone for good (no retries)
         self.health_check = health_check
@@ -136,6 +186,11 @@ class LLM:
             for k, v in inc.items():
                 setattr(self.usage, k, getattr(self.usage, k) + v)
 
+    def _scrub(self, text: str) -> str:
+        # a server's error text may echo the key it was sent
+        key = getattr(self._client, "api_key", None)
+        return text.replace(key, "***") if key and key != "no-key" else text
+
     # -- requests ---------------------------------------------------------------------------------------------
     def params(self, **overrides) -> Dict[str, Any]:
         """The sampling parameters of a request (part of the cache key)."""
@@ -152,7 +207,7 @@ class LLM:
             raise ValueError("response has no message content")
         usage = getattr(resp, "usage", None)
         return (choices[0].message.content, int(getattr(usage, "prompt_tokens", 0) or 0),
-                int(getattr(usage, "completion_tokens", 0) or 0))
+                int(getattr(usage, "completion_tokens", 0) or 0), getattr(choices[0], "finish_reason", None))
 
     def _retryable(self, exc: BaseException) -> bool:
         o = self._openai
@@ -164,15 +219,33 @@ class LLM:
         status = _status(exc)
         return status is not None and (status >= 500 or status in (408, 409, 429))
 
-    def chat(self, messages: Messages, prompt_version: Optional[str] = None, **overrides) -> str:
-        """One answer (from the cache when known); raises :class:`LLMFailure` after the retries."""
+    def _fatal(self, exc: BaseException) -> Optional[str]:
+        """Why every request would fail like this one (so none is retried), or None."""
+        o = self._openai
+        if isinstance(exc, (o.AuthenticationError, o.PermissionDeniedError, o.NotFoundError)):
+            return (f"the server refused the request ({type(exc).__name__}, status {_status(exc)}); check the "
+                    "model name, base_url and API key")
+        if isinstance(exc, o.APIConnectionError) and self.health_check is not None:
+            return self.health_check()
+        return None
+
+    def _delay(self, attempt: int, last: BaseException) -> float:
+        delay = min(self.max_backoff, self.backoff * 2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
+        return min(self.max_backoff, max(delay, _retry_after(last) or 0.0))
+
+    def chat(self, messages: Messages, prompt_version: Optional[str] = None,
+             validate: Optional[Callable[[str], bool]] = None, **overrides) -> str:
+        """One answer (from the cache when known); raises :class:`LLMFailure` after the retries.
+        ``validate(answer)`` says whether an answer is usable: one that is not, and that the token limit cut
+        short, is asked again with a larger budget (other unusable answers are the caller's to count)."""
         t0 = time.perf_counter()
         try:
-            return self._chat(messages, prompt_version, overrides)
+            return self._chat(messages, prompt_version, overrides, validate)
         finally:
             self._count(seconds=time.perf_counter() - t0)
 
-    def _chat(self, messages: Messages, prompt_version: Optional[str], overrides: Dict[str, Any]) -> str:
+    def _chat(self, messages: Messages, prompt_version: Optional[str], overrides: Dict[str, Any],
+              validate: Optional[Callable[[str], bool]] = None) -> str:
         params = self.params(**overrides)
         self._count(requests=1)
         key = request_key(self.model, messages, params, prompt_version)
@@ -182,42 +255,45 @@ class LLM:
                 self._count(cache_hits=1, prompt_tokens=hit["prompt_tokens"],
                             completion_tokens=hit["completion_tokens"])
                 return hit["answer"]
-        last: Optional[BaseException] = None
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                self._count(retries=1)
-                delay = min(self.max_backoff, self.backoff * 2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
-                hinted = _retry_after(last) if last is not None else None
-                time.sleep(min(self.max_backoff, max(delay, hinted or 0.0)))
+        sent, attempt, connect_retried = dict(params), 0, False
+        while True:
             self._count(calls=1)
             try:
-                answer, ptok, ctok = self._call_once(messages, params)
+                answer, ptok, ctok, finish = self._call_once(messages, sent)
+                if finish == "length" and validate is not None and not validate(answer):
+                    self._count(truncated=1)
+                    if "max_tokens" in sent:  # a deterministic model would cut the same answer at the same place
+                        sent["max_tokens"] = min(2 * int(sent["max_tokens"]), 4 * int(params["max_tokens"]))
+                    raise _Truncated(f"the answer hit the token limit and could not be used: {answer[:80]!r}")
             except Exception as exc:  # noqa: BLE001 - classified below
-                if not self._retryable(exc):
-                    if isinstance(exc, (self._openai.AuthenticationError, self._openai.PermissionDeniedError,
-                                        self._openai.NotFoundError)):
-                        raise LLMConfigurationError(
-                            f"{self!r}: the server refused the request ({type(exc).__name__}, status "
-                            f"{_status(exc)}); check the model name, base_url and API key") from None
-                    last = exc
-                    break
-                if isinstance(exc, self._openai.APIConnectionError) and self.health_check is not None:
-                    dead = self.health_check()
-                    if dead:
-                        raise LLMConfigurationError(f"{self!r}: {dead}") from None
-                last = exc
+                fatal = self._fatal(exc)
+                if fatal:
+                    raise LLMConfigurationError(self._scrub(f"{self!r}: {fatal}")) from None
+                unreachable = _unreachable(exc)
+                if unreachable and (connect_retried or self.max_retries == 0):
+                    raise LLMConfigurationError(
+                        f"{self!r}: cannot reach the server: {unreachable}, also on a retry "
+                        f"{CONNECT_RETRY_DELAY:g} s later; start the server or fix base_url") from None
+                if not unreachable and (attempt >= self.max_retries or not self._retryable(exc)):
+                    raise LLMFailure(self._scrub(f"{type(exc).__name__}: {str(exc)[:200]}")) from None
+                attempt += 1
+                connect_retried = connect_retried or bool(unreachable)
+                self._count(retries=1)
+                time.sleep(CONNECT_RETRY_DELAY if unreachable else self._delay(attempt, exc))
                 continue
             self._count(prompt_tokens=ptok, completion_tokens=ctok)
             if self.cache is not None:
                 self.cache.put(key, self.model, answer, ptok, ctok)
             return answer
-        raise LLMFailure(f"{type(last).__name__}: {str(last)[:200]}")
 
     def chat_many(self, requests: Sequence[Messages], prompt_version: Union[None, str, Sequence[str]] = None,
-                  desc: str = "LLM", **overrides) -> List[Optional[str]]:
+                  desc: str = "LLM", validate: Optional[Callable[[str], bool]] = None,
+                  **overrides) -> List[Optional[str]]:
         """Answers for many message lists, ``concurrency`` in flight, in input order. A request that fails
         after its retries gives ``None``, a warning and ``usage.failures`` + 1; it never raises for one.
-        ``prompt_version`` is one string for all requests or one per request."""
+        After ``max_consecutive_failures`` failed requests in a row the batch stops with
+        :class:`LLMUnavailableError`; an :class:`LLMConfigurationError` stops it at once.
+        ``prompt_version`` is one string for all requests or one per request; ``validate`` as in :meth:`chat`."""
         t0 = time.perf_counter()
         if prompt_version is None or isinstance(prompt_version, str):
             versions = [prompt_version] * len(requests)
@@ -227,13 +303,34 @@ class LLM:
                 raise ValueError(f"{len(versions)} prompt versions for {len(requests)} requests")
         out: List[Optional[str]] = [None] * len(requests)
         failed: List[str] = []
+        done: List[int] = []
+        fatal: List[BaseException] = []
+        stop = threading.Event()
+        in_a_row = [0]
+        lock = threading.Lock()
 
         def one(i: int) -> None:
+            if stop.is_set():  # the breaker opened or the backend is misconfigured: send nothing more
+                return
             try:
-                out[i] = self._chat(requests[i], versions[i], overrides)
+                answer = self._chat(requests[i], versions[i], overrides, validate)
             except LLMFailure as exc:
                 self._count(failures=1)
-                failed.append(str(exc))
+                with lock:
+                    failed.append(str(exc))
+                    in_a_row[0] += 1
+                    if self.max_consecutive_failures and in_a_row[0] >= self.max_consecutive_failures:
+                        stop.set()
+                return
+            except LLMConfigurationError as exc:
+                with lock:
+                    fatal.append(exc)
+                stop.set()
+                return
+            out[i] = answer
+            with lock:
+                done.append(i)
+                in_a_row[0] = 0
 
         try:
             if self.concurrency == 1 or len(requests) <= 1:
@@ -242,6 +339,8 @@ class LLM:
                     it = pt.tqdm(it, desc=desc, unit="call")
                 for i in it:
                     one(i)
+                    if stop.is_set():
+                        break
             else:
                 with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
                     futures = pool.map(one, range(len(requests)))
@@ -251,11 +350,26 @@ class LLM:
                         pass
         finally:
             self._count(seconds=time.perf_counter() - t0)
+        if fatal:
+            raise fatal[0]
+        if stop.is_set():
+            raise self._breaker_error(len(requests), sorted(done), failed)
         if failed:
             warnings.warn(f"{self!r}: {len(failed)} of {len(requests)} request(s) failed after {self.max_retries} "
                           f"retries and count as N/A; first error: {failed[0]}", stacklevel=2)
         return out
 
+    def _breaker_error(self, asked: int, done: List[int], failed: List[str]) -> LLMUnavailableError:
+        not_sent = asked - len(done) - len(failed)
+        where = f"they are cached in {self.cache.path}, so a rerun resumes" if self.cache is not None else \
+            "the cache is off, so a rerun asks again"
+        return LLMUnavailableError(
+            f"{self!r}: {self.max_consecutive_failures} requests in a row failed after their retries (last error: "
+            f"{failed[-1]}), so the batch stopped instead of writing N/A for the rest: asked {asked}, answered "
+            f"{len(done)}, failed {len(failed)}, not sent {not_sent}. Of the answers received, {where}; "
+            "max_consecutive_failures=None turns this check off",
+            asked=asked, answered=len(done), failed=len(failed), not_sent=not_sent, done=done)
+
     def __repr__(self):
-        where = f", base_url={self.base_url!r}" if self.base_url else ""
+        where = f", base_url={_safe_url(self.base_url)!r}" if self.base_url else ""
         return f"LLM({self.model!r}{where}, temperature={self.temperature}, max_tokens={self.max_tokens})"
