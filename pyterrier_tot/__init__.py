@@ -28,6 +28,8 @@ from pyterrier_tot.decomposition import (CLUE_FIELDS, CLUE_COLUMNS, YEAR_COLUMN,
                                          fine_tuned_base, tuned_pipeline)
 from pyterrier_tot.covers import CoverRanker, CoverIndex, ClipModel, ClipCheckpoint, finetune_clip, CoverClipTrainer
 from pyterrier_tot.rerank import DenseReranker
+from pyterrier_tot.submission import (validate_run, check_run, RunFileError, RunReport, RunFailure, load_config,
+                                      ConfigError, example_config)
 
 __all__ = [
     # errors
@@ -53,4 +55,7 @@ __all__ = [
     "DecompositionPipeline", "CandidateUnion", "ClueLookup", "tuning_split", "fine_tuned_base", "tuned_pipeline",
     # covers, rerankers
     "CoverRanker", "CoverIndex", "ClipModel", "ClipCheckpoint", "finetune_clip", "CoverClipTrainer", "DenseReranker",
+    # submission
+    "validate_run", "check_run", "RunFileError", "RunReport", "RunFailure", "load_config", "ConfigError",
+    "example_config",
 ]

@@ -1,0 +1,233 @@
+"""The ``pyterrier-tot`` command (also ``python -m pyterrier_tot.submission.cli``).
+
+    pyterrier-tot index CONFIG                       build the index (and sub-indexes) the pipeline needs
+    pyterrier-tot run CONFIG -o run.txt              run the pipeline on the topics → a checked TREC run file
+    pyterrier-tot validate-run run.txt [--config CONFIG | --topics FILE] [--corpus JSONL | --index DIR]
+    pyterrier-tot evaluate run.txt [...] (--config CONFIG | --qrels FILE)
+    pyterrier-tot experiment A.toml B.toml ... --output-dir DIR
+
+Exit status: 0 done, 1 the run file breaks a rule, 2 a bad config, input or argument.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import pandas as pd
+
+from pyterrier_tot.errors import BadInputError, ToTError
+
+__all__ = ["main", "build_parser"]
+
+EXIT_OK, EXIT_INVALID_RUN, EXIT_ERROR = 0, 1, 2
+
+
+def _config(args, path=None):
+    from pyterrier_tot.submission.config import load_config
+
+    cfg = load_config(path or args.config)
+    if getattr(args, "split", None):
+        cfg.dataset_spec["split"] = args.split
+    return cfg
+
+
+def _index(cfg, args, build: bool = False):
+    return cfg.book_index(getattr(args, "index", None), build=build)
+
+
+def _run_pipeline(pipeline, topics: pd.DataFrame, batch_size: int) -> pd.DataFrame:
+    """The pipeline over the topics in batches, with a progress bar (stages see whole queries, never parts)."""
+    import pyterrier as pt
+
+    batches = [topics.iloc[i:i + batch_size] for i in range(0, len(topics), batch_size)] or [topics]
+    parts = [pipeline(b) for b in pt.tqdm(batches, desc="running queries", unit="batch", disable=len(batches) < 2)]
+    return pd.concat(parts, ignore_index=True)
+
+
+def cmd_index(args) -> int:
+    cfg = _config(args)
+    index = _index(cfg, args, build=True)
+    cfg.build(index=index)  # building the stages builds the sub-indexes they read
+    from pyterrier_tot.rerank.dense_reranker import DenseReranker
+
+    for spec in cfg.pipeline:  # a DenseReranker reads its stored vectors only on the first query: build them now
+        if spec["stage"] == "DenseReranker" and spec.get("stored", True):
+            r = DenseReranker(index, **{k: v for k, v in spec.items() if k != "stage"})
+            index.flex_index(r.model, r.fields, r.max_chars)
+    print(f"index ready: {index!r}")
+    return EXIT_OK
+
+
+def cmd_run(args) -> int:
+    from pyterrier_tot.evaluation import write_trec_run
+    from pyterrier_tot.submission.run_checks import check_run
+
+    cfg = _config(args)
+    tag = args.tag or cfg.run_tag
+    depth = args.depth or cfg.depth
+    topics = cfg.topics(args.topics)
+    index = _index(cfg, args)
+    pipeline = cfg.build(index=index)
+    results = _run_pipeline(pipeline, topics, args.batch_size)
+    out = Path(args.output or f"{tag}.run")
+    write_trec_run(results, out, run_name=tag, depth=depth)
+    report = check_run(out, topics=topics, corpus_docnos=index, max_per_query=depth)
+    print(report.summary())
+    return EXIT_OK if report.ok else EXIT_INVALID_RUN
+
+
+def cmd_validate(args) -> int:
+    from pyterrier_tot.submission.config import read_topics
+    from pyterrier_tot.submission.run_checks import check_run
+
+    topics = docnos = None
+    cfg = _config(args) if args.config else None
+    if args.topics:
+        topics = read_topics(args.topics)
+    elif cfg is not None:
+        topics = cfg.topics()
+    if args.corpus:
+        from pyterrier_tot.datasets.base import read_jsonl
+
+        docnos = {str(d.get("docno", d.get("doc_id", d.get("id")))) for d in read_jsonl(Path(args.corpus))}
+    elif args.index:
+        from pyterrier_tot.index import BookIndex
+
+        docnos = BookIndex(args.index)
+    elif cfg is not None:
+        docnos = cfg.book_index()
+    status = EXIT_OK
+    for run in args.runs:
+        report = check_run(run, topics=topics, corpus_docnos=docnos, max_per_query=args.max_per_query)
+        print(report.summary())
+        status = max(status, EXIT_OK if report.ok else EXIT_INVALID_RUN)
+    return status
+
+
+def _write_table(table: pd.DataFrame, path: Optional[str]) -> None:
+    print(table.to_string(index=False))
+    if path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".json":
+            table.to_json(path, orient="records", indent=1)
+        elif path.suffix == ".md":
+            path.write_text(table.to_markdown(index=False) + "\n")
+        else:
+            table.to_csv(path, index=False)
+
+
+def cmd_evaluate(args) -> int:
+    import pyterrier as pt
+
+    from pyterrier_tot.evaluation import read_trec_run, tot_experiment
+
+    if args.qrels:
+        from pyterrier_tot.datasets.base import read_trec_qrels
+
+        qrels = read_trec_qrels(Path(args.qrels))
+    elif args.config:
+        qrels = _config(args).qrels()
+    else:
+        raise BadInputError("evaluate needs --qrels FILE or --config CONFIG (whose dataset has qrels)")
+    # every judged query counts: one the run misses scores 0, as in trec_eval -c
+    qids = sorted(qrels["qid"].astype(str).unique())
+    topics = pd.DataFrame({"qid": qids, "query": qids})
+    systems = [pt.Transformer.from_df(read_trec_run(r).assign(qid=lambda d: d["qid"].astype(str)), uniform=False)
+               for r in args.runs]
+    names = [Path(r).name for r in args.runs]
+    table = tot_experiment(systems, topics, qrels, names=names, baseline=0 if len(systems) > 1 else None)
+    _write_table(table, args.output)
+    return EXIT_OK
+
+
+def cmd_experiment(args) -> int:
+    from pyterrier_tot.evaluation import CURVE_MEASURES, TOT_MEASURES, plot_recall_at_k, tot_experiment
+
+    configs = [_config(args, p) for p in args.configs]
+    first = configs[0]
+    topics, qrels = first.topics(args.topics), first.qrels(args.qrels)
+    systems = []
+    for cfg in configs:
+        pipe = cfg.build(index=cfg.book_index())
+        systems.append(pipe % cfg.depth)
+    names = [c.run_tag for c in configs]
+    if len(set(names)) < len(names):
+        names = [Path(p).stem for p in args.configs]
+    measures = TOT_MEASURES + [m for m in CURVE_MEASURES if m not in TOT_MEASURES]
+    table = tot_experiment(systems, topics, qrels, measures=measures, names=names, baseline=0, verbose=True,
+                           batch_size=args.batch_size)
+    out = Path(args.output_dir)
+    shown = [c for c in table.columns if not (str(c).startswith("R@") and str(c) not in {str(m) for m in TOT_MEASURES})]
+    _write_table(table[shown], str(out / "experiment.csv"))
+    plot_recall_at_k(table, out / "recall_at_k.png", highlight=names[1:])
+    print(f"wrote {out / 'experiment.csv'} and {out / 'recall_at_k.png'}")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pyterrier-tot", description="Tip-of-the-tongue retrieval: index, run, check "
+                                "and evaluate pipelines described by TOML configs (docs: submission.rst).")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("index", help="build the index a pipeline config needs")
+    s.add_argument("config")
+    s.add_argument("--index", help="index folder (default: the config's [index] path)")
+    s.set_defaults(func=cmd_index)
+
+    s = sub.add_parser("run", help="run a pipeline config on topics and write a checked TREC run file")
+    s.add_argument("config")
+    s.add_argument("-o", "--output", help="run file to write (default: <run_tag>.run)")
+    s.add_argument("--topics", help="topics file (JSONL or qid<TAB>query) instead of the config's")
+    s.add_argument("--split", help="dataset split instead of the config's")
+    s.add_argument("--tag", help="run tag instead of the config's run_tag")
+    s.add_argument("--depth", type=int, help="results per query instead of the config's depth")
+    s.add_argument("--index", help="index folder instead of the config's")
+    s.add_argument("--batch-size", type=int, default=64, help="queries per batch (default 64)")
+    s.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("validate-run", help="check run files against the TREC ToT rules")
+    s.add_argument("runs", nargs="+")
+    s.add_argument("--config", help="take topics (and corpus docnos) from this config")
+    s.add_argument("--split", help="dataset split instead of the config's")
+    s.add_argument("--topics", help="topics file: every topic must have results")
+    s.add_argument("--corpus", help="corpus JSONL: every docno must be in it")
+    s.add_argument("--index", help="BookIndex folder: every docno must be in its corpus")
+    s.add_argument("--max-per-query", type=int, default=1000)
+    s.set_defaults(func=cmd_validate)
+
+    s = sub.add_parser("evaluate", help="the ToT measures of run files against qrels")
+    s.add_argument("runs", nargs="+")
+    s.add_argument("--qrels", help="TREC qrels file")
+    s.add_argument("--config", help="take the qrels from this config's dataset")
+    s.add_argument("--split", help="dataset split instead of the config's")
+    s.add_argument("-o", "--output", help="also write the table (.csv, .json or .md)")
+    s.set_defaults(func=cmd_evaluate)
+
+    s = sub.add_parser("experiment", help="several configs → pt.Experiment table (significance vs the first) "
+                                          "+ Recall@k plot")
+    s.add_argument("configs", nargs="+")
+    s.add_argument("--output-dir", default="experiment", help="where experiment.csv and recall_at_k.png go")
+    s.add_argument("--topics", help="topics file instead of the first config's")
+    s.add_argument("--qrels", help="qrels file instead of the first config's")
+    s.add_argument("--split", help="dataset split instead of the configs'")
+    s.add_argument("--batch-size", type=int, default=None, help="queries per pt.Experiment batch")
+    s.set_defaults(func=cmd_experiment)
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ToTError, KeyError, ValueError, FileNotFoundError) as e:
+        from pyterrier_tot.submission.run_checks import RunFileError
+
+        print(f"pyterrier-tot {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_INVALID_RUN if isinstance(e, RunFileError) else EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""The ``pyterrier-tot`` command end to end on a tiny corpus (BM25, offline), and config errors naming the key."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest import TINY_BOOKS  # noqa: E402
+
+from pyterrier_tot.submission import CONFIG_DIR, ConfigError, Fusion, example_config, load_config  # noqa: E402
+from pyterrier_tot.submission.cli import main  # noqa: E402
+
+TOPICS = ("q1\tI think it was about a young blacksmith and a dragon, not sure\n"
+          "q2\tmaybe a ghost in an old lighthouse at night\n"
+          "q3\tkittens that play all day while their brother naps\n")
+QRELS = "q1 0 b2 1\nq2 0 b5 1\nq3 0 b1 1\n"
+CONFIG = """\
+run_tag = "tiny_bm25"
+depth = 3
+
+[dataset]
+corpus = "corpus.jsonl"
+topics = "topics.tsv"
+qrels = "qrels.txt"
+
+[index]
+path = "index"
+
+[[pipeline]]
+stage = "HedgeRemover"
+
+[[pipeline]]
+stage = "bm25"
+"""
+# BM25 (PISA, k1=1.2, b=0.75) over title + text of the six tiny books, hedges removed, top 3
+EXPECTED_RUN = """\
+q1 Q0 b2 1 4.124121 tiny_bm25
+q2 Q0 b5 1 3.592120 tiny_bm25
+q2 Q0 b1 2 0.572466 tiny_bm25
+q3 Q0 b1 1 6.815904 tiny_bm25
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A folder with a corpus JSONL, topics, qrels and a BM25 config (the index is built by the first test)."""
+    d = tmp_path_factory.mktemp("cli")
+    (d / "corpus.jsonl").write_text("".join(json.dumps(b) + "\n" for b in TINY_BOOKS))
+    (d / "topics.tsv").write_text(TOPICS)
+    (d / "qrels.txt").write_text(QRELS)
+    (d / "bm25.toml").write_text(CONFIG)
+    return d
+
+
+def test_index_run_validate_evaluate(tiny, capsys):
+    cfg, run = str(tiny / "bm25.toml"), tiny / "out" / "run.txt"
+    assert main(["index", cfg]) == 0
+    assert (tiny / "index" / "pt_meta.json").is_file()
+    assert main(["run", cfg, "-o", str(run)]) == 0
+    assert run.read_text() == EXPECTED_RUN
+    assert "tag 'tiny_bm25': OK" in capsys.readouterr().out
+    assert main(["validate-run", str(run), "--config", cfg]) == 0
+    assert main(["evaluate", str(run), "--config", cfg, "-o", str(tiny / "out" / "table.csv")]) == 0
+    table = pd.read_csv(tiny / "out" / "table.csv")
+    assert table.loc[0, "name"] == "run.txt"
+    assert table.loc[0, "R@1"] == pytest.approx(1.0) and table.loc[0, "RR"] == pytest.approx(1.0)
+    out = capsys.readouterr().out
+    assert "R@1" in out and "nDCG@10" in out
+
+
+def test_run_with_topics_file_and_overrides(tiny):
+    (tiny / "more.jsonl").write_text('{"query_id": "x7", "query": "a haunted lighthouse"}\n')
+    run = tiny / "x7.txt"
+    assert main(["run", str(tiny / "bm25.toml"), "--topics", str(tiny / "more.jsonl"), "--tag", "other",
+                 "--depth", "1", "-o", str(run)]) == 0
+    lines = run.read_text().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("x7 Q0 b5 1 ") and lines[0].endswith(" other")
+
+
+def test_module_entry_point(tiny):
+    done = subprocess.run([sys.executable, "-m", "pyterrier_tot.submission.cli", "validate-run",
+                           str(tiny / "missing.txt")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "missing.txt" in done.stderr
+
+
+def test_evaluate_several_runs(tiny, capsys):
+    run = tiny / "out" / "run.txt"
+    if not run.is_file():
+        pytest.skip("needs the end-to-end test's run file")
+    worse = tiny / "worse.txt"
+    worse.write_text("q1 Q0 b1 1 2.0 worse\nq1 Q0 b2 2 1.0 worse\nq2 Q0 b5 1 1.0 worse\n")
+    assert main(["evaluate", str(run), str(worse), "--qrels", str(tiny / "qrels.txt")]) == 0
+    out = capsys.readouterr().out
+    assert "worse.txt" in out and "p-value" in out
+
+
+def test_experiment_table_and_plot(tiny):
+    (tiny / "plain.toml").write_text(CONFIG.replace('"tiny_bm25"', '"plain"').replace(
+        '[[pipeline]]\nstage = "HedgeRemover"\n\n', ""))
+    out = tiny / "exp"
+    assert main(["experiment", str(tiny / "bm25.toml"), str(tiny / "plain.toml"), "--output-dir", str(out)]) == 0
+    table = pd.read_csv(out / "experiment.csv")
+    assert table["name"].tolist() == ["tiny_bm25", "plain"]
+    assert "R@100" in table.columns and "R@1000" not in table.columns and "RR p-value" in table.columns
+    assert (out / "recall_at_k.png").stat().st_size > 0
+
+
+def test_fusion_stage(tiny):
+    from pyterrier_tot.index import BookIndex
+
+    index = BookIndex(tiny / "index")
+    cfg = load_config({"pipeline": [{"stage": "fuse", "method": "rrf", "num_results": 2,
+                                     "inputs": [["bm25"], [{"stage": "bm25", "fields": ["title"]}]]}]})
+    pipe = cfg.build(index=index)
+    assert isinstance(pipe, Fusion)
+    topics = pd.DataFrame({"qid": ["q1", "q2"], "query": ["dragon blacksmith", "lighthouse night"]})
+    res = pipe(topics)
+    assert res.groupby("qid").size().max() <= 2 and res.loc[res.qid == "q1", "docno"].iloc[0] == "b2"
+    assert list(res["query"].unique()) == topics["query"].tolist()
+    assert pipe(topics.iloc[:0]).empty
+
+
+BAD = [
+    ({"pipelines": []}, "pipelines", "unknown key"),
+    ({"pipeline": [{"stage": "BM25"}]}, "pipeline[0]", "unknown stage 'BM25'"),
+    ({"pipeline": [{"stage": "bm25", "k": 5}]}, "pipeline[0].k", "unknown parameter of bm25"),
+    ({"pipeline": [{"stage": "bm25", "num_results": "ten"}]}, "pipeline[0].num_results", "wrong type"),
+    ({"pipeline": [{"stage": "HedgeRemover", "count": 1}]}, "pipeline[0].count", "wrong type"),
+    ({"pipeline": [{"stage": "DenseReranker", "index": "x"}]}, "pipeline[0].index", "filled in"),
+    ({"pipeline": ["bm25", {"stage": "DenseReranker", "alpha": "high"}]}, "pipeline[1].alpha", "wrong type"),
+    ({"pipeline": [{"stage": "decomposition_pipeline", "decomposer": {"stage": "Nope"}}]},
+     "pipeline[0].decomposer", "unknown stage"),
+    ({"pipeline": [{"stage": "fuse", "inputs": [["bm25"]]}]}, "pipeline[0].inputs", "at least two"),
+    ({"pipeline": [{"stage": "fuse", "inputs": [["bm25"], [{"stage": "bm25", "x": 1}]]}]},
+     "pipeline[0].inputs[1][0].x", "unknown parameter"),
+    ({"pipeline": [{"stage": "fuse", "method": "max", "inputs": [["bm25"], ["dense"]]}]},
+     "pipeline[0].method", "unknown fusion"),
+    ({"run_tag": "has space", "pipeline": ["bm25"]}, "run_tag", "1-25"),
+    ({"depth": 5000, "pipeline": ["bm25"]}, "depth", "1 to 1000"),
+    ({"dataset": {"name": "x", "corpus": "y"}, "pipeline": ["bm25"]}, "dataset", "either"),
+    ({"dataset": {"nmae": "x"}, "pipeline": ["bm25"]}, "dataset.nmae", "unknown key"),
+    ({"llm": {"modle": "x"}, "pipeline": ["bm25"]}, "llm.modle", "unknown LLM parameter"),
+    ({"llm": {"temperature": "hot"}, "pipeline": ["bm25"]}, "llm.temperature", "wrong type"),
+    ({}, "pipeline", "missing"),
+]
+
+
+@pytest.mark.parametrize("config,key,why", BAD, ids=[b[1] + ":" + b[2] for b in BAD])
+def test_bad_config_names_the_key(config, key, why):
+    with pytest.raises(ConfigError) as err:
+        load_config(config)
+    assert err.value.key == key and why in str(err.value)
+
+
+def test_bad_config_from_the_command(tmp_path, capsys):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('[[pipeline]]\nstage = "bm25"\nnum_reslts = 10\n')
+    assert main(["run", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.toml: pipeline[0].num_reslts: unknown parameter of bm25" in err
+    cfg.write_text('[[pipeline]\nstage = "bm25"\n')
+    assert main(["index", str(cfg)]) == 2 and "not valid TOML" in capsys.readouterr().err
+
+
+def test_errors_while_building_name_the_stage(tiny):
+    from pyterrier_tot.index import BookIndex
+
+    cfg = load_config({"pipeline": ["bm25", {"stage": "DenseReranker", "k": 0}]})
+    with pytest.raises(ConfigError) as err:
+        cfg.build(index=BookIndex(tiny / "index"))
+    assert err.value.key == "pipeline[1]" and "k must be >= 1" in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["query_stage", "decomposition", "title_naming"])
+def test_shipped_configs_are_valid(name):
+    cfg = load_config(example_config(name))
+    assert cfg.dataset_spec["name"] == "reddit-tomt-books" and cfg.pipeline
+    assert sorted(p.stem for p in CONFIG_DIR.glob("*.toml")) == ["decomposition", "query_stage", "title_naming"]
+
+
+def test_topics_files(tmp_path):
+    from pyterrier_tot.errors import BadInputError
+    from pyterrier_tot.submission import read_topics
+
+    (tmp_path / "t.jsonl").write_text('{"query_id": 7, "title": "A book", "text": "with a dragon"}\n')
+    assert read_topics(tmp_path / "t.jsonl").to_dict("records") == [{"qid": "7", "query": "A book\nwith a dragon"}]
+    (tmp_path / "t.tsv").write_text("q1\ta dragon\tand a moon\nq2 no tab\n")
+    with pytest.raises(BadInputError, match=r"line\(s\) \[2\]"):
+        read_topics(tmp_path / "t.tsv")
+    (tmp_path / "t.tsv").write_text("q1\ta dragon\tand a moon\n")
+    assert read_topics(tmp_path / "t.tsv")["query"].tolist() == ["a dragon\tand a moon"]
