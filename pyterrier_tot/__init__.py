@@ -8,7 +8,8 @@ __version__ = "0.2.0"
 from pyterrier_tot.errors import (ToTError, ModelUnavailableError, DatasetUnavailableError, LLMConfigurationError,
                                   LLMFailure, TerrierUnavailableError, CoverImageError, BadInputError,
                                   UnknownDocnoError, BadInputTypeError, LockTimeoutError, NoResultsWarning,
-                                  UnknownDocnoWarning, LLMUnavailableError)
+                                  UnknownDocnoWarning, LLMUnavailableError,
+                                  StreamedCorpusError)
 from pyterrier_tot.normalise import Normalise, normalise_scores
 from pyterrier_tot.datasets import get_dataset, list_datasets
 from pyterrier_tot.datasets.books import Book, BOOK_FIELDS, parse_year
@@ -36,6 +37,7 @@ __all__ = [
     "ToTError", "ModelUnavailableError", "DatasetUnavailableError", "LLMConfigurationError", "LLMFailure",
     "TerrierUnavailableError", "CoverImageError", "BadInputError", "UnknownDocnoError",
     "BadInputTypeError", "LockTimeoutError", "NoResultsWarning", "UnknownDocnoWarning", "LLMUnavailableError",
+    "StreamedCorpusError",
     # data and indexes
     "get_dataset", "list_datasets", "Book", "BOOK_FIELDS", "parse_year", "BookIndex", "tokenise_query",
     "resolve_model", "load_biencoder", "BiEncoderModel", "SafeRetriever", "DenseRetriever", "DenseScorer",

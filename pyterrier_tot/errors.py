@@ -77,7 +77,13 @@ class LockTimeoutError(ToTError, TimeoutError):
     folder, the holder's pid and how to wait longer)."""
 
 
+
+class StreamedCorpusError(ToTError, RuntimeError):
+    """An operation needs the whole corpus in memory, but the index streamed it to disk (too large); the message
+    names what to use instead (``books_of``, ``docnos``, ``docs_iter``)."""
+
+
 __all__ = ["ToTError", "ModelUnavailableError", "DatasetUnavailableError", "LLMConfigurationError", "LLMFailure",
            "TerrierUnavailableError", "CoverImageError", "BadInputError", "UnknownDocnoError", "BadInputTypeError",
            "NoResultsWarning", "UnknownDocnoWarning", "LockTimeoutError",
-           "LLMUnavailableError"]
+           "LLMUnavailableError", "StreamedCorpusError"]

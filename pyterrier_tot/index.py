@@ -15,52 +15,43 @@ corpus as ``corpus.jsonl`` and one sub-folder per backend + field set + model, e
 Every folder is written atomically under an OS lock: a second process building the same folder waits for the
 first and reuses its work, and what a killed build leaves is removed by the next. Every retriever checks its
 input, refuses empty queries with a message naming them, and warns (and counts) when a query finds nothing.
+
+A large corpus is streamed instead of held in memory (``stream=True``; the default for TREC ToT and for any
+dataset offering only ``get_corpus_iter``): see :mod:`pyterrier_tot.corpus_store`. Its pages go from the
+dataset's iterator into ``corpus.jsonl`` with a progress bar, and from there into the PISA and dense indexes;
+``books_of``, ``docnos``, ``text_loader`` and every retriever work as before, reading only the pages asked for,
+while ``corpus`` and ``field_text`` (the whole corpus as a frame / series) raise
+:class:`~pyterrier_tot.corpus_store.StreamedCorpusError`.
 """
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
 import warnings
 from pathlib import Path
-from typing import Iterable, Iterator, Optional, Sequence, Tuple, Union
+from typing import Optional, Tuple, Union
 
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 
 from pyterrier_tot import _artifact as art
+from pyterrier_tot import corpus_store as cs
 from pyterrier_tot._artifact import META_FILE, RESERVED, ToTArtifact, read_meta, write_meta
-from pyterrier_tot._util import cache_dir, require_columns
-from pyterrier_tot.datasets.books import BOOK_FIELDS, Book, books_to_frame, parse_year
-from pyterrier_tot.errors import UnknownDocnoError
-from pyterrier_tot.retrievers import (
-    DenseRetriever,
-    DenseScorer,
-    SafeRetriever,
-    TextLoader,
-    quiet_native_output,
-    tokenise_query,
-)
+from pyterrier_tot._util import cache_dir
+from pyterrier_tot.corpus_store import CORPUS_FILE, BookCorpus, FieldsArg, StreamedCorpusError
+from pyterrier_tot.corpus_store import book_frame as _book_frame
+from pyterrier_tot.corpus_store import fields_tuple as _fields_tuple
+from pyterrier_tot.corpus_store import frame_fingerprint as _fingerprint
+from pyterrier_tot.retrievers import DenseRetriever, DenseScorer, SafeRetriever, quiet_native_output, tokenise_query
 
-__all__ = ["BookIndex", "SafeRetriever", "tokenise_query"]
+__all__ = ["BookIndex", "SafeRetriever", "StreamedCorpusError", "tokenise_query"]
 
-FieldsArg = Union[str, Sequence[str]]
-CORPUS_FILE = "corpus.jsonl"
 PART_TYPE = "book_index_part"
 _LEGACY_MANIFEST = "pyterrier_tot.json"  # sub-index manifest of version 0.1, still honoured
-_TEXT_FIELDS = ("title", "author", "text", "genres", "cover", "url")
-
-
-def _fields_tuple(fields: FieldsArg) -> Tuple[str, ...]:
-    fields = (fields,) if isinstance(fields, str) else tuple(fields)
-    if not fields:
-        raise ValueError("name at least one book field")
-    bad = [f for f in fields if f not in BOOK_FIELDS or f in ("year", "cover", "url")]
-    if bad:
-        raise ValueError(f"cannot index field(s) {bad}; text fields are title, author, text, genres")
-    return fields
 
 
 def _slug(text: str) -> str:
@@ -74,30 +65,6 @@ def _model_key(model) -> Optional[str]:
     if isinstance(model, pt.Artifact):
         return str(model.path)
     return str(model)
-
-
-def _book_frame(books) -> Tuple[pd.DataFrame, str]:
-    if isinstance(books, pd.DataFrame):
-        require_columns(books, ["docno"], "BookIndex")
-        frame = books.copy()
-        for f in BOOK_FIELDS:
-            if f not in frame.columns:
-                frame[f] = pd.NA if f == "year" else ""
-        frame = frame[["docno", *BOOK_FIELDS]]
-        frame["docno"] = frame["docno"].astype(str)
-        for f in _TEXT_FIELDS:
-            frame[f] = frame[f].fillna("").astype(str)
-        return frame, "frame"
-    if hasattr(books, "get_corpus_df"):
-        return books.get_corpus_df(), getattr(books, "name", type(books).__name__)
-    return books_to_frame(b if isinstance(b, Book) else Book.from_dict(b) for b in books), "books"
-
-
-def _fingerprint(corpus: pd.DataFrame) -> str:
-    return hashlib.sha1(
-        "\n".join(corpus["docno"]).encode() + str(len(corpus)).encode()
-        + hashlib.sha1(pd.util.hash_pandas_object(corpus[["title", "text"]], index=False).values.tobytes()).digest()
-    ).hexdigest()[:16]
 
 
 def _pisa_sub(fields: Tuple[str, ...], stemmer: str) -> str:
@@ -121,14 +88,17 @@ def _own_meta(folder: Path, artifact_type: str) -> Optional[dict]:
     return {k: v for k, v in meta.items() if k not in RESERVED}
 
 
-class BookIndex(ToTArtifact):
+class BookIndex(BookCorpus, ToTArtifact):
     """Indexes over one book corpus, kept in ``path`` (one sub-folder per backend + field set + model).
 
     ``BookIndex(books, path=None, name=None)`` builds (or re-opens) the index of ``books``: a
     :class:`~pyterrier_tot.datasets.BookDataset`, a book frame (``docno`` + book fields), or an iterable of
-    :class:`~pyterrier_tot.datasets.books.Book`. ``BookIndex(path)``, ``BookIndex.load(path)`` and
-    ``pt.Artifact.load(path)`` open a saved index folder without the original dataset. A folder or sub-index whose
-    corpus fingerprint no longer matches is rebuilt (with a warning) rather than silently reused.
+    :class:`~pyterrier_tot.datasets.books.Book`; ``stream`` (default: the dataset decides) streams the corpus to
+    disk instead of holding it in memory (see the module docstring; the document-side methods, ``books_of``,
+    ``text_loader``, ..., are those of :class:`~pyterrier_tot.corpus_store.BookCorpus`). ``BookIndex(path)``,
+    ``BookIndex.load(path)`` and ``pt.Artifact.load(path)`` open a saved index folder without the original
+    dataset. A folder or sub-index whose corpus fingerprint no longer matches is rebuilt (with a warning) rather
+    than silently reused.
 
     Processes sharing ``path`` build each part once: the others wait for it (at most ``lock_timeout`` seconds,
     default ``$PYTERRIER_TOT_LOCK_TIMEOUT`` or one hour, then ``LockTimeoutError``, a ``TimeoutError``)
@@ -139,13 +109,26 @@ class BookIndex(ToTArtifact):
     ARTIFACT_FORMAT = "pyterrier_tot"
 
     def __init__(self, books, path: Optional[Union[str, Path]] = None, name: Optional[str] = None,
-                 lock_timeout: Optional[float] = None):
+                 lock_timeout: Optional[float] = None, stream: Optional[bool] = None):
         self.lock_timeout = lock_timeout
+        self._store: Optional[cs.CorpusStore] = None
+        self._source = None  # (open the documents, their number when known, corpus key) while streaming
         if isinstance(books, (str, os.PathLike)):
             if path is not None:
                 raise ValueError("BookIndex(path) opens a saved index; to build one pass the books and path=")
             super().__init__(books)
             self._open(name)
+            return
+        if cs.streams(books, stream):
+            docs, total, default_name, key = cs.stream_source(books)
+            if not (path or key):
+                raise ValueError("BookIndex(books, stream=True): pass path= for a stream of books (a dataset or a "
+                                 "frame names its own folder; an iterable cannot be told from another one)")
+            # a streamed corpus is known by its key (no fingerprint before reading it all): the folder is reused
+            # for the same key without reading the dataset again
+            super().__init__(Path(path) if path else cache_dir() / "indexes" / f"{_slug(key)}-stream")
+            self.name, self.fingerprint, self._source = name or default_name, None, (docs, total, key)
+            self._save_corpus()
             return
         frame, default_name = _book_frame(books)
         if len(frame) == 0:
@@ -161,26 +144,16 @@ class BookIndex(ToTArtifact):
         self._save_corpus()
 
     # ------------------------------------------------------------------ the folder
-    def _set_corpus(self, corpus: pd.DataFrame, name: str, fingerprint: str) -> None:
-        self.corpus = corpus
-        self.name = name
-        self.fingerprint = fingerprint
-        self._docno_pos = pd.Series(np.arange(len(corpus)), index=corpus["docno"].values)
-
     def _open(self, name: Optional[str]) -> None:
         path = Path(self.path)
         self._await_build(self.lock_timeout, "build it again with BookIndex(books, path=...)")
         self._check_type()
         meta = self.meta()
+        if meta.get("streamed"):
+            self._attach_store(meta, name)
+            return
         with open(path / CORPUS_FILE, encoding="utf8") as f:
-            rows = [json.loads(line) for line in f if line.strip()]
-        corpus = pd.DataFrame(rows, columns=meta.get("columns"))
-        corpus["docno"] = corpus["docno"].astype(str)
-        for f in _TEXT_FIELDS:
-            if f in corpus.columns:
-                corpus[f] = corpus[f].fillna("").astype(str)
-        if "year" in corpus.columns:
-            corpus["year"] = pd.array([parse_year(y) for y in corpus["year"]], dtype="Int64")
+            corpus = cs.typed_frame([json.loads(line) for line in f if line.strip()], meta.get("columns"))
         fingerprint = _fingerprint(corpus)
         if fingerprint != meta.get("fingerprint"):
             raise ValueError(f"{path}/{CORPUS_FILE} does not match the fingerprint in {META_FILE} "
@@ -188,6 +161,12 @@ class BookIndex(ToTArtifact):
         self._set_corpus(corpus, name or meta.get("name", path.name), fingerprint)
 
     def _write_corpus(self, folder: Path) -> None:
+        if self._source is not None:
+            docs, total, key = self._source
+            info = cs.write_stream(docs(), folder, total, desc=f"{self.name}: corpus")
+            self._write_meta(folder, name=self.name, **info, columns=cs.COLUMNS, corpus_file=CORPUS_FILE,
+                             streamed=True, source=key)
+            return
         tmp = folder / f".{CORPUS_FILE}.tmp"
         self.corpus.to_json(tmp, orient="records", lines=True, force_ascii=False)
         os.replace(tmp, folder / CORPUS_FILE)
@@ -197,17 +176,21 @@ class BookIndex(ToTArtifact):
 
     def _matches(self) -> bool:
         found = _own_meta(Path(self.path), self.ARTIFACT_TYPE)
+        if self._source is not None:
+            return (bool(found) and bool(found.get("streamed")) and found.get("source") == self._source[2]
+                    and (Path(self.path) / CORPUS_FILE).is_file())
         return (bool(found) and found.get("fingerprint") == self.fingerprint
                 and (Path(self.path) / CORPUS_FILE).is_file())
 
     def _save_corpus(self) -> None:
         """Write the corpus into the folder once; a folder holding another corpus is replaced (with a warning)."""
         path = Path(self.path)
-        if self._matches():
-            return
-        with art.build_lock(path, self.lock_timeout):
-            if not self._matches():  # else another process wrote it while this one waited
-                self._write_folder(path)
+        if not self._matches():
+            with art.build_lock(path, self.lock_timeout):
+                if not self._matches():  # else another process wrote it while this one waited
+                    self._write_folder(path)
+        if self._source is not None:
+            self._attach_store(read_meta(path))
 
     def _write_folder(self, path: Path) -> None:
         overwrite = False
@@ -226,37 +209,9 @@ class BookIndex(ToTArtifact):
         with art.building(path, overwrite=overwrite) as tmp:
             self._write_corpus(tmp)
 
-    def __len__(self):
-        return len(self.corpus)
-
     def __repr__(self):
-        return f"BookIndex({self.name!r}, {len(self)} books, path={str(self.path)!r})"
-
-    # ------------------------------------------------------------------ document text
-    def field_text(self, fields: FieldsArg = ("title", "text"), max_chars: Optional[int] = None) -> pd.Series:
-        """The indexed text of every book (fields joined by newlines), by corpus order."""
-        fields = _fields_tuple(fields)
-        text = self.corpus[list(fields)].astype(str).agg("\n".join, axis=1).str.strip()
-        if max_chars:
-            text = text.str.slice(0, max_chars)
-        return text
-
-    def docs_iter(self, fields: FieldsArg = ("title", "text"), max_chars: Optional[int] = None) -> Iterator[dict]:
-        for docno, text in zip(self.corpus["docno"], self.field_text(fields, max_chars)):
-            yield {"docno": docno, "text": text}
-
-    def text_loader(self, fields: FieldsArg = ("title", "text"), max_chars: Optional[int] = None,
-                    column: str = "text") -> pt.Transformer:
-        """A transformer adding the books' text (``fields`` joined, cut at ``max_chars``) to a result frame."""
-        return TextLoader(self, _fields_tuple(fields), max_chars, column)
-
-    def books_of(self, docnos: Iterable[str]) -> pd.DataFrame:
-        """Rows of the corpus frame for ``docnos`` (unknown docnos raise :class:`UnknownDocnoError`, a KeyError)."""
-        docnos = list(docnos)
-        missing = [d for d in docnos if d not in self._docno_pos.index]
-        if missing:
-            raise UnknownDocnoError(f"docno(s) not in the corpus: {missing[:5]}")
-        return self.corpus.iloc[self._docno_pos[docnos].values].reset_index(drop=True)
+        kind = "pages, streamed" if self._store is not None else "books"
+        return f"BookIndex({self.name!r}, {len(self)} {kind}, path={str(self.path)!r})"
 
     # ------------------------------------------------------------------ sub-indexes
     def _part(self, sub: str, settings: dict, filename: str, warn: bool = True) -> Tuple[Path, bool]:
@@ -305,11 +260,16 @@ class BookIndex(ToTArtifact):
         settings = {"backend": "pisa", "fields": list(fields), "stemmer": stemmer}
 
         def build(target: Path) -> None:
-            docs = [d for d in self.docs_iter(fields) if d["text"].strip()]
-            if not docs:
+            docs = (d for d in self.docs_iter(fields) if d["text"].strip())
+            if self._store is None:
+                docs = iter(list(docs))
+            first = next(docs, None)
+            if first is None:
                 raise ValueError(f"BookIndex: every book has empty {fields}; nothing to index")
-            with quiet_native_output():
-                PisaIndex(str(target), text_field="text", stemmer=stemmer, threads=1).index(iter(docs))
+            with cs.progress_to_stderr() as out:
+                docs = self._progress(itertools.chain([first], docs), f"PISA {'+'.join(fields)}", out)
+                with quiet_native_output():
+                    PisaIndex(str(target), text_field="text", stemmer=stemmer, threads=1).index(docs)
 
         where = self._ensure_part(_pisa_sub(fields, stemmer), settings, "index.pisa", build)
         return PisaIndex(str(where), threads=1)
@@ -366,7 +326,8 @@ class BookIndex(ToTArtifact):
 
         def build(target: Path) -> None:
             flex = pyterrier_dr.FlexIndex(str(target))
-            (enc.doc_encoder() >> flex.indexer(mode="overwrite")).index(self.docs_iter(fields, max_chars))
+            docs = self._progress(self.docs_iter(fields, max_chars), f"dense {'+'.join(fields)}")
+            (enc.doc_encoder() >> flex.indexer(mode="overwrite")).index(docs)
 
         return pyterrier_dr.FlexIndex(str(self._ensure_part(sub, settings, "index.flex", build)))
 
@@ -401,6 +362,6 @@ class BookIndex(ToTArtifact):
         enc = encoder or load_biencoder(model)
         flex = self.flex_index(model, fields, max_chars, encoder=enc)
         name = Path(model or DEFAULT_MODEL).name
-        return DenseScorer(enc.query_encoder(), flex.np_scorer(), self._docno_pos.index,
+        return DenseScorer(enc.query_encoder(), flex.np_scorer(), self.docnos,
                            f"DenseScorer({name}, {'+'.join(_fields_tuple(fields))}, max_chars={max_chars})",
                            unknown_docnos=unknown_docnos)

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List
+from typing import Any, Dict, Iterator, List, Optional
 
 import pandas as pd
+import pyterrier as pt
 
 from pyterrier_tot._util import shared_data_dir
 from pyterrier_tot.datasets.base import BookDataset, read_jsonl, read_trec_qrels
@@ -23,12 +24,26 @@ def _irds_query_text(q) -> str:
     return "\n".join(p for p in parts if p).strip()
 
 
-class TrecTot(BookDataset):
-    """A TREC ToT collection through ir_datasets (``trec-tot/2023/train`` ... ``trec-tot/2025/dev3``).
+def _irds_book(doc) -> Dict[str, Any]:
+    # 2023/2024 pages name their title ``page_title``; 2025 pages ``title`` (and carry a ``url``)
+    d = doc._asdict()
+    return {"docno": d["doc_id"], "title": d.get("page_title") or d.get("title") or "", "text": d.get("text", ""),
+            "url": d.get("url", "")}
 
-    The corpus holds Wikipedia pages (title + text). ir_datasets downloads the official files on first use;
-    with ``IR_DATASETS_HOME`` pointing at a folder holding them in the official layout, no download happens.
+
+class TrecTot(BookDataset):
+    """A TREC ToT collection through ir_datasets (``trec-tot/2023/train`` ... ``trec-tot/2025/dev3``,
+    ``trec-tot/2025/test``).
+
+    The corpus holds Wikipedia pages (title + text; 6.4M of them in 2025), so :class:`~pyterrier_tot.BookIndex`
+    streams it (``streaming``) from :meth:`get_corpus_iter` into its folder rather than building a frame, and
+    the splits of one year share that index (``corpus_id``, e.g. ``trec-tot/2025``). ir_datasets downloads the
+    official files on first use; with ``IR_DATASETS_HOME`` pointing at a folder holding them in the official
+    layout (for 2025: ``trec-tot/2025/trec-tot-2025-corpus.jsonl.gz``, ``...-offsets.jsonl.gz``,
+    ``<split>-2025-queries.jsonl`` and ``<split>-2025-qrel.txt``), no download happens.
     """
+
+    streaming = True
 
     def __init__(self, irds_id: str):
         import ir_datasets
@@ -42,6 +57,26 @@ class TrecTot(BookDataset):
         self.name = irds_id
         self._ds = ir_datasets.load(irds_id)
         self.splits = (irds_id.rsplit("/", 1)[-1],)
+        self.corpus_id = "/".join(irds_id.split("/")[:2])
+
+    def docs_count(self) -> Optional[int]:
+        """The number of pages ir_datasets declares (shown by progress bars; the index counts what it reads)."""
+        try:
+            return self._ds.docs_count() if self._ds.has_docs() else None
+        except (AttributeError, NotImplementedError):
+            return None
+
+    def get_corpus_iter(self, verbose: bool = False, fields: Optional[List[str]] = None) -> Iterator[Dict[str, Any]]:
+        """The pages one at a time, straight from ir_datasets (never all in memory): dicts with ``docno``,
+        ``title``, ``text`` and ``url`` (or only ``fields``)."""
+        if not self._ds.has_docs():
+            raise NotImplementedError(f"{self.irds_id} has no documents")
+        it = (_irds_book(doc) for doc in self._ds.docs_iter())
+        if fields is not None:
+            it = ({k: d.get(k, "") for k in ["docno", *fields]} for d in it)
+        if verbose:
+            it = pt.tqdm(it, total=self.docs_count(), desc=f"{self.name} pages", unit="doc")
+        return it
 
     def _check_split(self, split):
         return self.splits[0] if split is None else super()._check_split(split)
@@ -49,12 +84,7 @@ class TrecTot(BookDataset):
     def _load_books(self) -> List[Book]:
         if not self._ds.has_docs():
             raise NotImplementedError(f"{self.irds_id} has no documents")
-        books = []
-        for doc in self._ds.docs_iter():
-            d = doc._asdict()
-            books.append(Book(docno=d["doc_id"], title=d.get("page_title") or d.get("title") or "",
-                              text=d.get("text", ""), url=d.get("url", "")))
-        return books
+        return [Book(**_irds_book(doc)) for doc in self._ds.docs_iter()]
 
     def _load_topics(self, split: str) -> pd.DataFrame:
         return pd.DataFrame([{"qid": q.query_id, "query": _irds_query_text(q)} for q in self._ds.queries_iter()],

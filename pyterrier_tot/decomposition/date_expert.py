@@ -97,6 +97,13 @@ class DateExpert(pt.Transformer):
         unknown = np.zeros(len(out), dtype=bool)
         if self.year_column in out.columns:
             years = _years(out[self.year_column]).to_numpy()
+        elif getattr(self.index, "streamed", False):
+            # a streamed corpus is not held in memory: read the years of these candidates only
+            unknown = unknown_docnos(out, self.index.docnos, repr(self), self.unknown_docnos)
+            known = out.loc[~unknown, "docno"].astype(str).unique()
+            books = self.index.books_of(known) if len(known) else pd.DataFrame(columns=["docno", "year"])
+            lookup = pd.Series(_years(books["year"]).to_numpy(), index=books["docno"].astype(str).values)
+            years = lookup.reindex(out["docno"].astype(str).values).to_numpy()
         else:
             unknown = unknown_docnos(out, self.book_years().index, repr(self), self.unknown_docnos)
             years = self.book_years().reindex(out["docno"].astype(str).values).to_numpy()

@@ -111,7 +111,8 @@ class FieldExpert(pt.Transformer):
         self.empty_results = 0
         self._retriever = None
         self._scorer = None
-        self.empty_field = bool(
+        # a streamed (too large to hold) corpus is not scanned; an empty field then just finds nothing
+        self.empty_field = not getattr(index, "streamed", False) and bool(
             (index.corpus[list(self.book_fields)].fillna("").astype(str).agg("".join, axis=1).str.strip() == "").all())
         if self.empty_field:
             warnings.warn(f"{self!r}: every book has an empty {'+'.join(self.book_fields)}; this expert scores "
@@ -179,7 +180,7 @@ class FieldExpert(pt.Transformer):
     def _score(self, inp: pd.DataFrame) -> pd.DataFrame:
         if len(inp) == 0:
             return empty_scored(inp)
-        unknown = unknown_docnos(inp, self.index.corpus["docno"], repr(self), self.unknown_docnos)
+        unknown = unknown_docnos(inp, self.index.docnos, repr(self), self.unknown_docnos)
         out = inp.copy()
         queries = inp.drop(columns=["docno", "score", "rank"], errors="ignore").drop_duplicates("qid")
         run = self._queries_with_clue(queries)

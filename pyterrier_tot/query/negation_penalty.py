@@ -279,7 +279,7 @@ class NegationPenalty(pt.Transformer):
                 v.result_frame(needs, mode="empty")
         check_result_frame(inp, repr(self), self.query_column, score=True)
         if v.mode == "index" and len(inp):
-            unknown_docnos(inp, self.index.corpus["docno"], repr(self))
+            unknown_docnos(inp, self.index.docnos, repr(self))
         out = inp.copy()
         out["negation_penalty"] = pd.Series(0.0, index=out.index, dtype=float)
         if len(out) == 0:

@@ -142,7 +142,7 @@ class DenseReranker(pt.Transformer):
             return pt.model.add_ranks(out)
         check_result_frame(out, repr(self), "query", score=True)
         if self.index is not None:
-            unknown_docnos(out, self.index.corpus["docno"], repr(self))
+            unknown_docnos(out, self.index.docnos, repr(self))
         out["_order"] = np.arange(len(out))
         out = out.sort_values(["qid", "score", "_order"], ascending=[True, False, True], kind="stable")
         pos = out.groupby("qid", sort=False).cumcount().to_numpy()
