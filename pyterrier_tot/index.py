@@ -21,7 +21,7 @@ dataset offering only ``get_corpus_iter``): see :mod:`pyterrier_tot.corpus_store
 dataset's iterator into ``corpus.jsonl`` with a progress bar, and from there into the PISA and dense indexes;
 ``books_of``, ``docnos``, ``text_loader`` and every retriever work as before, reading only the pages asked for,
 while ``corpus`` and ``field_text`` (the whole corpus as a frame / series) raise
-:class:`~pyterrier_tot.corpus_store.StreamedCorpusError`.
+:class:`~pyterrier_tot.errors.StreamedCorpusError`.
 """
 from __future__ import annotations
 
