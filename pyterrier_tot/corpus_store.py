@@ -34,7 +34,7 @@ from pyterrier_tot.errors import StreamedCorpusError, ToTError, UnknownDocnoErro
 from pyterrier_tot.policy import check_unique_pairs, unknown_docnos
 from pyterrier_tot.retrievers import TextLoader
 
-__all__ = ["BookCorpus", "CorpusStore", "StreamedCorpusError", "LazyTextLoader", "streams", "stream_source",
+__all__ = ["BookCorpus", "CorpusStore", "LazyTextLoader", "streams", "stream_source",
            "write_stream"]
 
 CORPUS_FILE = "corpus.jsonl"

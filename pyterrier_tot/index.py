@@ -42,13 +42,13 @@ from pyterrier_tot import _artifact as art
 from pyterrier_tot import corpus_store as cs
 from pyterrier_tot._artifact import META_FILE, RESERVED, ToTArtifact, read_meta, write_meta
 from pyterrier_tot._util import cache_dir
-from pyterrier_tot.corpus_store import CORPUS_FILE, BookCorpus, FieldsArg, StreamedCorpusError
+from pyterrier_tot.corpus_store import CORPUS_FILE, BookCorpus, FieldsArg
 from pyterrier_tot.corpus_store import book_frame as _book_frame
 from pyterrier_tot.corpus_store import fields_tuple as _fields_tuple
 from pyterrier_tot.corpus_store import frame_fingerprint as _fingerprint
 from pyterrier_tot.retrievers import DenseRetriever, DenseScorer, SafeRetriever, quiet_native_output, tokenise_query
 
-__all__ = ["BookIndex", "SafeRetriever", "StreamedCorpusError", "tokenise_query"]
+__all__ = ["BookIndex", "SafeRetriever", "tokenise_query"]
 
 PART_TYPE = "book_index_part"
 _LEGACY_MANIFEST = "pyterrier_tot.json"  # sub-index manifest of version 0.1, still honoured
