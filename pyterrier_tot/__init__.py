@@ -5,6 +5,10 @@ every public name is re-exported here, so ``import pyterrier_tot as ptt; ptt.Hed
 """
 __version__ = "0.2.0"
 
+from pyterrier_tot import _compat
+
+_compat.install()  # old module paths (0.1) keep importing, with a DeprecationWarning
+
 from pyterrier_tot.errors import (ToTError, ModelUnavailableError, DatasetUnavailableError, LLMConfigurationError,
                                   LLMFailure, TerrierUnavailableError, CoverImageError, BadInputError,
                                   UnknownDocnoError, BadInputTypeError, LockTimeoutError, NoResultsWarning,

@@ -58,29 +58,34 @@ def write_meta(folder: Union[str, Path], artifact_type: str, artifact_format: st
 @contextlib.contextmanager
 def building(path: Union[str, Path], overwrite: bool = False) -> Iterator[Path]:
     """Build an artifact folder atomically: yields a temporary sibling folder to write into; on success it is
-    renamed to ``path`` (replacing an old folder when ``overwrite``), on error it is removed."""
+    renamed to ``path`` (replacing an old folder when ``overwrite``), on error it is removed and an old folder
+    stays in place. The whole build holds :func:`build_lock` of ``path`` (re-entrant), so two processes never
+    build the same folder at once and the files of a killed build are removed by the next one."""
     path = Path(path)
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} already exists; pass overwrite=True to replace it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.building.", dir=str(path.parent)))
-    try:
-        yield tmp
-        if not (tmp / META_FILE).is_file():
-            raise RuntimeError(f"internal error: {path} was built without {META_FILE}")
+    with build_lock(path):
+        # checked under the lock: another process may have finished the same folder while this one waited
+        if path.exists() and not overwrite:
+            raise FileExistsError(f"{path} already exists; pass overwrite=True to replace it")
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.building.", dir=str(path.parent)))
         old = None
-        if path.exists():
-            old = path.parent / f".{path.name}.old.{os.getpid()}"
-            os.replace(path, old)
-        os.replace(tmp, path)
+        try:
+            yield tmp
+            if not (tmp / META_FILE).is_file():
+                raise RuntimeError(f"internal error: {path} was built without {META_FILE}")
+            if path.exists():
+                old = path.parent / f".{path.name}.old.{os.getpid()}"
+                os.replace(path, old)
+            os.replace(tmp, path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if old is not None and not path.exists():
+                os.replace(old, path)  # the new folder could not be put in place: keep the old one
+            raise
         if old is not None:
             if old.is_dir():
                 shutil.rmtree(old, ignore_errors=True)
             else:
                 old.unlink()
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def lock_path(path: Union[str, Path]) -> Path:

@@ -102,7 +102,8 @@ class SafeRetriever(pt.Transformer):
     def fuse_rank_cutoff(self, k: int) -> Optional["SafeRetriever"]:
         if self.num_results is not None and k >= self.num_results:
             return None
-        inner = self.retriever.fuse_rank_cutoff(k)
+        fuse = getattr(self.retriever, "fuse_rank_cutoff", None)  # plain transformers cannot fuse a cutoff
+        inner = fuse(k) if fuse is not None else None
         if inner is None:
             return None
         return SafeRetriever(inner, self.label, tokenise=self.tokenise, num_results=k)
@@ -155,7 +156,8 @@ class DenseRetriever(pt.Transformer):
         return getattr(self.retriever, "num_results", None)
 
     def fuse_rank_cutoff(self, k: int) -> Optional["DenseRetriever"]:
-        inner = self.retriever.fuse_rank_cutoff(k)
+        fuse = getattr(self.retriever, "fuse_rank_cutoff", None)
+        inner = fuse(k) if fuse is not None else None
         if inner is None and self.exact and self.num_results is not None and k < self.num_results:
             inner = copy.copy(self.retriever)
             inner.num_results = k

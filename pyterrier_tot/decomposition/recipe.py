@@ -40,7 +40,7 @@ TUNING_QUERIES, TUNING_SEED = 300, 0
 BASE_K, EXPERT_K = 100, 50
 FIT_METRIC = "R@5"
 _MODEL_FILES = ("model.safetensors", "pytorch_model.bin")
-_META_FILES = ("pt_meta.json", "pyterrier_tot_training.json")
+_META_FILES = ("pyterrier_tot_training.json", "pt_meta.json")  # the training file has the full details first
 
 
 def tuning_split(train_topics: pd.DataFrame, n: int = TUNING_QUERIES, seed: int = TUNING_SEED) -> pd.DataFrame:

@@ -2,10 +2,13 @@
 :func:`~pyterrier_tot.normalise.normalise_scores`."""
 from __future__ import annotations
 
+import warnings
+
 import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
+from pyterrier_tot.errors import NoResultsWarning
 from pyterrier_tot.normalise import normalise_scores
 
 __all__ = ["Fusion", "FUSION_METHODS"]
@@ -47,6 +50,10 @@ class Fusion(pt.Transformer):
         fused["score"] = fused[[p.columns[-1] for p in parts]].fillna(0).sum(axis=1)
         fused = fused[["qid", "docno", "score"]]
         out = queries.assign(qid=queries["qid"].astype(str)).merge(fused, on="qid")
+        missing = sorted(set(queries["qid"].astype(str)) - set(fused["qid"]))
+        if missing:  # the policy: a query that no branch answered is named, never silently dropped
+            warnings.warn(f"{self!r}: no results for {len(missing)} query(ies), e.g. {missing[:5]}", NoResultsWarning,
+                          stacklevel=2)
         out = out.sort_values(["qid", "score"], ascending=[True, False], kind="stable")
         out = pt.model.add_ranks(out)
         return out[out["rank"] < self.num_results].reset_index(drop=True)

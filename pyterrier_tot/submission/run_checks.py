@@ -105,8 +105,8 @@ def _frame_lines(frame: pd.DataFrame) -> List[str]:
 
 
 def _docno_set(corpus_docnos) -> Collection[str]:
-    if hasattr(corpus_docnos, "corpus") and isinstance(corpus_docnos.corpus, pd.DataFrame):
-        return set(corpus_docnos.corpus["docno"].astype(str))  # a BookIndex
+    if isinstance(getattr(type(corpus_docnos), "docnos", None), property):
+        return set(map(str, corpus_docnos.docnos))  # a BookIndex, in memory or streamed
     if isinstance(corpus_docnos, pd.DataFrame):
         return set(corpus_docnos["docno"].astype(str))
     if isinstance(corpus_docnos, (set, frozenset, dict)):

@@ -1,0 +1,77 @@
+"""Old module paths (before the families moved into subpackages, version 0.2) keep importing, with a
+``DeprecationWarning`` naming the new place: ``from pyterrier_tot.retrieval import BookIndex`` still works.
+
+Each old module is a thin proxy whose attributes are read from the new module, so there is one definition of
+everything. New code imports from ``pyterrier_tot`` (every public name) or from the new module paths.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+import types
+import warnings
+
+#: old module (under ``pyterrier_tot.``) → the module that holds its names now
+MOVED = {
+    "retrieval": "pyterrier_tot.index",
+    "books": "pyterrier_tot.datasets.books",
+    "hedge_remover": "pyterrier_tot.query.hedge_remover",
+    "negation_penalty": "pyterrier_tot.query.negation_penalty",
+    "query_rewriters": "pyterrier_tot.query.rewriters",
+    "rm3": "pyterrier_tot.query.rm3",
+    "llm_cache": "pyterrier_tot.llm.cache",
+    "llama_server": "pyterrier_tot.llm.llama_server",
+    "prompt_templates": "pyterrier_tot.llm.templates",
+    "clues": "pyterrier_tot.decomposition.clues",
+    "clue_decomposer": "pyterrier_tot.decomposition.clue_decomposer",
+    "rule_clue_extractor": "pyterrier_tot.decomposition.rule_clue_extractor",
+    "date_resolver": "pyterrier_tot.decomposition.date_resolver",
+    "field_expert": "pyterrier_tot.decomposition.field_expert",
+    "date_expert": "pyterrier_tot.decomposition.date_expert",
+    "weighted_fuser": "pyterrier_tot.decomposition.weighted_fuser",
+    "expert_training": "pyterrier_tot.decomposition.expert_training",
+    "pipeline": "pyterrier_tot.decomposition.pipeline",
+    "cover_ranker": "pyterrier_tot.covers",  # the old module held the CLIP wrapper, images, index and ranker
+    "clip_training": "pyterrier_tot.covers.clip_training",
+    "dense_reranker": "pyterrier_tot.rerank.dense_reranker",
+}
+_PREFIX = "pyterrier_tot."
+
+
+class _Proxy(types.ModuleType):
+    def __init__(self, name: str, target: types.ModuleType):
+        super().__init__(name, f"moved to {target.__name__}")
+        self._target = target
+
+    def __getattr__(self, attr: str):
+        return getattr(self._target, attr)
+
+    def __dir__(self):
+        return dir(self._target)
+
+
+class _MovedLoader(importlib.abc.Loader):
+    def __init__(self, target: str):
+        self.target = target
+
+    def create_module(self, spec):
+        warnings.warn(f"{spec.name} moved to {self.target}; import from there or from pyterrier_tot",
+                      DeprecationWarning, stacklevel=3)
+        return _Proxy(spec.name, importlib.import_module(self.target))
+
+    def exec_module(self, module):
+        pass
+
+
+class _MovedFinder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.startswith(_PREFIX) and fullname[len(_PREFIX):] in MOVED:
+            return importlib.util.spec_from_loader(fullname, _MovedLoader(MOVED[fullname[len(_PREFIX):]]))
+        return None
+
+
+def install() -> None:
+    if not any(isinstance(f, _MovedFinder) for f in sys.meta_path):
+        sys.meta_path.append(_MovedFinder())
