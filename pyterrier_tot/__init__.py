@@ -32,7 +32,8 @@ from pyterrier_tot.decomposition import (CLUE_FIELDS, CLUE_COLUMNS, YEAR_COLUMN,
                                          DecompositionPipeline, CandidateUnion, ClueLookup, tuning_split,
                                          fine_tuned_base, tuned_pipeline)
 from pyterrier_tot.covers import CoverRanker, CoverIndex, ClipModel, ClipCheckpoint, finetune_clip, CoverClipTrainer
-from pyterrier_tot.rerank import DenseReranker
+from pyterrier_tot.rerank import DenseReranker, ListwiseReranker
+from pyterrier_tot.submission.title_namer import TitleNamer
 from pyterrier_tot.submission import (validate_run, check_run, RunFileError, RunReport, RunFailure, load_config,
                                       ConfigError, example_config)
 
@@ -61,6 +62,7 @@ __all__ = [
     "DecompositionPipeline", "CandidateUnion", "ClueLookup", "tuning_split", "fine_tuned_base", "tuned_pipeline",
     # covers, rerankers
     "CoverRanker", "CoverIndex", "ClipModel", "ClipCheckpoint", "finetune_clip", "CoverClipTrainer", "DenseReranker",
+    "ListwiseReranker", "TitleNamer",
     # submission
     "validate_run", "check_run", "RunFileError", "RunReport", "RunFailure", "load_config", "ConfigError",
     "example_config",

@@ -58,6 +58,9 @@ STAGES = {
     "CoverRanker": (False, False, False),         # a docno missing from the cover index is a book without a cover
     "DenseReranker[index]": (True, True, True),
     "DenseReranker[text-column]": (True, True, False),
+    "TitleNamer": (True, False, False),             # names books itself; as a scorer, unnamed rows score 0
+    "ListwiseReranker[index]": (True, True, True),
+    "ListwiseReranker[text-column]": (True, True, False),
     "BookIndex.bm25": (True, False, False),
     "BookIndex.dense": (True, False, False),
     "BookIndex.dense_scorer": (True, False, True),

@@ -200,6 +200,12 @@ CASES = [
     Case("TextLoader", "load", lambda e: _of(ptt.TextLoader, e.index.text_loader()), results),
     Case("FuserWeights.fuser", "score", lambda e: _saved_fuser(e), results),
     Case("tuned_pipeline", "zero-shot-base", lambda e: _tuned(e), queries),
+    Case("TitleNamer", "retrieve", lambda e: ptt.TitleNamer(e.llm, e.index, num_titles=3), queries),
+    Case("TitleNamer", "score", lambda e: ptt.TitleNamer(e.llm, e.index, num_titles=3), results),
+    Case("ListwiseReranker", "index",
+         lambda e: ptt.ListwiseReranker(e.llm, e.index, k=2, window=2, step=1), results),
+    Case("ListwiseReranker", "text-column", lambda e: ptt.ListwiseReranker(e.llm, k=2, window=2, step=1),
+         results_with_text),
 ]
 
 
