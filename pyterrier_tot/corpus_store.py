@@ -26,12 +26,11 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 import numpy as np
 import pandas as pd
 import pyterrier as pt
-import pyterrier_alpha as pta
 
 from pyterrier_tot._util import require_columns
 from pyterrier_tot.datasets.books import BOOK_FIELDS, Book, books_to_frame, parse_year
 from pyterrier_tot.errors import StreamedCorpusError, ToTError, UnknownDocnoError  # noqa: F401  (re-exported)
-from pyterrier_tot.policy import check_unique_pairs, unknown_docnos
+from pyterrier_tot.policy import unknown_docnos
 from pyterrier_tot.retrievers import TextLoader
 
 __all__ = ["BookCorpus", "CorpusStore", "LazyTextLoader", "streams", "stream_source",
@@ -263,30 +262,16 @@ def joined_text(rows: Iterable[Dict[str, Any]], fields: Tuple[str, ...], max_cha
     return out
 
 
-class LazyTextLoader(pt.Transformer):
+class LazyTextLoader(TextLoader):
     """Adds the text of each result's book (``fields`` joined, cut at ``max_chars``) as ``column``, reading only
     the books in the results: the text loader of a streamed index."""
 
-    def __init__(self, index, fields: Tuple[str, ...], max_chars: Optional[int], column: str = "text"):
-        self.index = index
-        self.fields = fields
-        self.max_chars = max_chars
-        self.column = column
-
-    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pta.validate.result_frame(inp)
-        out = inp.copy()
-        if len(inp) == 0:
-            out[self.column] = pd.Series(dtype=str)
-            return out
-        check_unique_pairs(inp, repr(self))
-        wanted = pd.unique(out["docno"].astype(str))
+    def _texts(self, docnos: pd.Series) -> pd.Series:
+        wanted = pd.unique(docnos)
         store = self.index._store
         pos = store.positions(wanted)
         unknown_docnos(pd.DataFrame({"docno": wanted[pos < 0]}), pd.Index([]), repr(self))
-        text = pd.Series(joined_text(store.rows(pos), self.fields, self.max_chars), index=wanted)
-        out[self.column] = text.loc[out["docno"].astype(str)].values
-        return out
+        return pd.Series(joined_text(store.rows(pos), self.fields, self.max_chars), index=wanted).loc[docnos]
 
     def __repr__(self):
         return f"TextLoader({'+'.join(self.fields)}, max_chars={self.max_chars}, streamed)"

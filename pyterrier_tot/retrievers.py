@@ -236,13 +236,17 @@ class TextLoader(pt.Transformer):
         if len(inp) == 0:
             out[self.column] = pd.Series(dtype=str)
             return out
+        check_unique_pairs(inp, repr(self))
+        out[self.column] = self._texts(out["docno"].astype(str)).values
+        return out
+
+    def _texts(self, docnos: pd.Series) -> pd.Series:
+        """The text of each of ``docnos`` (an error names unknown ones); the whole corpus's text is kept once."""
         if self._text is None:
             self._text = pd.Series(self.index.field_text(self.fields, self.max_chars).values,
                                    index=self.index.corpus["docno"].values)
-        check_unique_pairs(inp, repr(self))
-        check_docnos(inp, self._text.index, repr(self))
-        out[self.column] = self._text.loc[out["docno"]].values
-        return out
+        check_docnos(pd.DataFrame({"docno": docnos}), self._text.index, repr(self))
+        return self._text.loc[docnos]
 
     def __repr__(self):
         return f"TextLoader({'+'.join(self.fields)}, max_chars={self.max_chars})"

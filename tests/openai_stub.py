@@ -21,6 +21,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Dict, List, Optional
 
 FAULTS = ("timeout", "429", "500", "malformed")
+
+
+def stub_llm(stub: "OpenAIStub", cache, **kwargs):
+    """An ``LLM`` on the stub with quick retries (the settings the stage tests share)."""
+    from pyterrier_tot import LLM
+
+    params = dict(verbose=False, max_retries=1, backoff=0.01, concurrency=2, **kwargs)
+    return LLM(model="stub", base_url=stub.base_url, api_key="sk-test", cache=cache, **params)
 ALL_FAULTS = FAULTS + ("truncated", "length")
 
 

@@ -12,11 +12,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import TINY_BOOKS  # noqa: E402
-from openai_stub import OpenAIStub  # noqa: E402
+from openai_stub import OpenAIStub, stub_llm  # noqa: E402
 
 from pyterrier_tot.errors import BadInputError, UnknownDocnoError  # noqa: E402
 from pyterrier_tot.index import BookIndex  # noqa: E402
-from pyterrier_tot.llm.client import LLM  # noqa: E402
 from pyterrier_tot.rerank.listwise_reranker import ListwiseReranker, repair_permutation, window_starts  # noqa: E402
 
 _CANDIDATE = re.compile(r"^\[(\d+)\] (.*)$", re.MULTILINE)
@@ -53,8 +52,7 @@ def stub():
 
 
 def make_llm(stub, tmp_path):
-    return LLM(model="stub", base_url=stub.base_url, api_key="sk-test", cache=tmp_path / "llm.sqlite3",
-               verbose=False, max_retries=1, backoff=0.01, concurrency=2)
+    return stub_llm(stub, tmp_path / "llm.sqlite3")
 
 
 def ranking(query, docnos=("b1", "b3", "b4", "b6", "b5", "b2"), qid="q1"):

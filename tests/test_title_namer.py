@@ -11,13 +11,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import TINY_BOOKS  # noqa: E402
-from openai_stub import OpenAIStub  # noqa: E402
+from openai_stub import OpenAIStub, stub_llm  # noqa: E402
 
 from pyterrier_tot.decomposition.field_expert import base_expert  # noqa: E402
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser  # noqa: E402
 from pyterrier_tot.errors import BadInputError, NoResultsWarning  # noqa: E402
 from pyterrier_tot.index import BookIndex  # noqa: E402
-from pyterrier_tot.llm.client import LLM  # noqa: E402
 from pyterrier_tot.submission.title_namer import (  # noqa: E402
     TitleNamer,
     normalise_title,
@@ -62,8 +61,7 @@ def stub():
 
 
 def make_llm(stub, tmp_path):
-    return LLM(model="stub", base_url=stub.base_url, api_key="sk-test", cache=tmp_path / "llm.sqlite3",
-               verbose=False, max_retries=1, backoff=0.01, concurrency=2)
+    return stub_llm(stub, tmp_path / "llm.sqlite3")
 
 
 def topics(*names):
