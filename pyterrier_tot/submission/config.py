@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import tomllib
 import typing
 from collections.abc import Iterable as _Iterable
 from collections.abc import Mapping as _Mapping
@@ -26,7 +27,6 @@ from typing import Any, Dict, List, Optional, Union
 
 import pandas as pd
 import pyterrier as pt
-import tomllib
 
 from pyterrier_tot.datasets.base import BookDataset, read_jsonl, read_trec_qrels
 from pyterrier_tot.datasets.books import Book
