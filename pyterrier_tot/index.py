@@ -32,7 +32,7 @@ import os
 import re
 import warnings
 from pathlib import Path
-from typing import Optional, Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -46,6 +46,7 @@ from pyterrier_tot.corpus_store import CORPUS_FILE, BookCorpus, FieldsArg
 from pyterrier_tot.corpus_store import book_frame as _book_frame
 from pyterrier_tot.corpus_store import fields_tuple as _fields_tuple
 from pyterrier_tot.corpus_store import frame_fingerprint as _fingerprint
+from pyterrier_tot.encoding import PooledDocEncoder, pool_devices
 from pyterrier_tot.retrievers import DenseRetriever, DenseScorer, SafeRetriever, quiet_native_output, tokenise_query
 
 __all__ = ["BookIndex", "SafeRetriever", "tokenise_query"]
@@ -310,9 +311,13 @@ class BookIndex(BookCorpus, ToTArtifact):
 
     # ------------------------------------------------------------------ dense (pyterrier-dr)
     def flex_index(self, model=None, fields: FieldsArg = ("title", "text"),
-                   max_chars: Optional[int] = None, encoder=None):
+                   max_chars: Optional[int] = None, encoder=None, workers: int = 1,
+                   devices: Optional[Sequence[str]] = None):
         """The pyterrier-dr FlexIndex of ``model`` embeddings of ``fields`` (first ``max_chars`` characters).
-        ``model``: a sentence-transformers name or folder, or a :class:`~pyterrier_tot.models.BiEncoderModel`."""
+        ``model``: a sentence-transformers name or folder, or a :class:`~pyterrier_tot.models.BiEncoderModel`.
+        ``workers`` / ``devices`` (e.g. ``["cuda:0", "cuda:1"]``) encode a new index with several processes
+        (:class:`~pyterrier_tot.encoding.PooledDocEncoder`); the index is the same, so either is ignored when
+        it is already built."""
         import pyterrier_dr
 
         from pyterrier_tot.models import DEFAULT_MODEL, load_biencoder
@@ -324,23 +329,31 @@ class BookIndex(BookCorpus, ToTArtifact):
         key = hashlib.sha1(model.encode()).hexdigest()[:8]
         sub = f"dense-{_slug(Path(model).name)}-{key}-{'+'.join(fields)}-{max_chars or 'all'}"
 
+        pool = pool_devices(workers, devices, str(getattr(enc, "device", "cpu")))
+
         def build(target: Path) -> None:
             flex = pyterrier_dr.FlexIndex(str(target))
             docs = self._progress(self.docs_iter(fields, max_chars), f"dense {'+'.join(fields)}")
-            (enc.doc_encoder() >> flex.indexer(mode="overwrite")).index(docs)
+            if pool is None:
+                (enc.doc_encoder() >> flex.indexer(mode="overwrite")).index(docs)
+                return
+            with PooledDocEncoder(enc, pool) as pooled:
+                (pooled >> flex.indexer(mode="overwrite")).index(docs)
 
         return pyterrier_dr.FlexIndex(str(self._ensure_part(sub, settings, "index.flex", build)))
 
     def dense(self, model=None, fields: FieldsArg = ("title", "text"), num_results: int = 1000,
-              max_chars: Optional[int] = None, backend: str = "numpy", encoder=None) -> pt.Transformer:
+              max_chars: Optional[int] = None, backend: str = "numpy", encoder=None, workers: int = 1,
+              devices: Optional[Sequence[str]] = None) -> pt.Transformer:
         """Dense retrieval with any sentence-transformers model name or local directory, or a trained
         :class:`~pyterrier_tot.models.BiEncoderModel` (``backend``: ``numpy`` exact search, or ``faiss`` flat
-        inner-product index). ``(index.dense() % k).compile()`` retrieves ``k`` results directly."""
+        inner-product index). ``(index.dense() % k).compile()`` retrieves ``k`` results directly.
+        ``workers`` / ``devices``: encode the corpus with several processes (see :meth:`flex_index`)."""
         from pyterrier_tot.models import DEFAULT_MODEL, load_biencoder
 
         model = _model_key(model)
         enc = encoder or load_biencoder(model)
-        flex = self.flex_index(model, fields, max_chars, encoder=enc)
+        flex = self.flex_index(model, fields, max_chars, encoder=enc, workers=workers, devices=devices)
         if backend == "numpy":
             retr = flex.np_retriever(num_results=num_results)
         elif backend == "faiss":
@@ -353,14 +366,16 @@ class BookIndex(BookCorpus, ToTArtifact):
                              num_results=num_results)
 
     def dense_scorer(self, model=None, fields: FieldsArg = ("title", "text"),
-                     max_chars: Optional[int] = None, encoder=None, unknown_docnos: str = "raise") -> pt.Transformer:
+                     max_chars: Optional[int] = None, encoder=None, unknown_docnos: str = "raise",
+                     workers: int = 1, devices: Optional[Sequence[str]] = None) -> pt.Transformer:
         """Re-scores a result frame by cosine between query and stored book embeddings (no re-encoding); a docno
-        not in the corpus raises an error naming it (``unknown_docnos="nan"``: it scores NaN, with a warning)."""
+        not in the corpus raises an error naming it (``unknown_docnos="nan"``: it scores NaN, with a warning).
+        ``workers`` / ``devices``: encode the corpus with several processes (see :meth:`flex_index`)."""
         from pyterrier_tot.models import DEFAULT_MODEL, load_biencoder
 
         model = _model_key(model)
         enc = encoder or load_biencoder(model)
-        flex = self.flex_index(model, fields, max_chars, encoder=enc)
+        flex = self.flex_index(model, fields, max_chars, encoder=enc, workers=workers, devices=devices)
         name = Path(model or DEFAULT_MODEL).name
         return DenseScorer(enc.query_encoder(), flex.np_scorer(), self.docnos,
                            f"DenseScorer({name}, {'+'.join(_fields_tuple(fields))}, max_chars={max_chars})",
