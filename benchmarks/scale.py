@@ -19,8 +19,10 @@ import sys
 import time
 from pathlib import Path
 
+import ir_measures
 import numpy as np
 import pandas as pd
+from ir_measures import R
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, WORK, md_table, write_results  # noqa: E402
@@ -130,8 +132,24 @@ def latencies(fn, n: int, warm: int = 3) -> dict:
     return {"ms_mean": round(float(np.mean(ts)), 2), "ms_p95": round(float(np.percentile(ts, 95)), 2)}
 
 
-def recall(found: np.ndarray, truth: np.ndarray) -> float:
-    return round(float(np.mean([len(set(f) & set(t)) / len(t) for f, t in zip(found, truth)])), 4)
+def _run_frame(ids: np.ndarray) -> pd.DataFrame:
+    """Rows of FAISS ids per query as a result frame (score falls with rank)."""
+    q, r = np.indices(ids.shape)
+    return pd.DataFrame({"query_id": q.ravel().astype(str), "doc_id": ids.ravel().astype(str),
+                         "score": (-r.ravel()).astype(float)})
+
+
+def r100_vs_exact(found: np.ndarray, truth: np.ndarray) -> float:
+    """R@100 of an ANN search with the exact top 100 as the relevant set, through ir_measures."""
+    qrels = _run_frame(truth).drop(columns="score").assign(relevance=1)
+    return round(float(ir_measures.calc_aggregate([R @ 100], qrels, _run_frame(found))[R @ 100]), 4)
+
+
+def r_at_k(run: pd.DataFrame, relevant: pd.DataFrame, k: int) -> float:
+    """R@k of a PyTerrier result frame against ``relevant`` (qid, docno) pairs, through ir_measures."""
+    qrels = relevant.rename(columns={"qid": "query_id", "docno": "doc_id"}).assign(relevance=1)
+    res = run.rename(columns={"qid": "query_id", "docno": "doc_id"})[["query_id", "doc_id", "score"]]
+    return round(float(ir_measures.calc_aggregate([R @ k], qrels, res)[R @ k]), 3)
 
 
 def dir_size(path: Path) -> int:
@@ -179,8 +197,7 @@ def bm25_step(corpus, n, vecs, topics, threads, work):
            "pisa_disk_gb": round(dir_size(path) / GB, 3),
            **{f"bm25_{k}": v for k, v in latencies(lambda i: bm25(frames[i]), len(frames)).items()}}
     run = bm25(topics[["qid", "query"]])
-    hit = run.merge(topics[["qid", "target"]], left_on=["qid", "docno"], right_on=["qid", "target"])
-    res["bm25_target_in_top1000"] = round(len(hit) / len(topics), 3)
+    res["bm25_target_in_top1000"] = r_at_k(run, topics[["qid", "target"]].rename(columns={"target": "docno"}), 1000)
     # what serving needs: the compressed index, its score bounds and the lexicons; PISA keeps the forward and
     # uncompressed inverted files of the build beside them, which can be deleted
     build_only = ("fwd", "inv.docs", "inv.freqs")
@@ -212,11 +229,10 @@ def bm25_variants(corpus, n, topics, threads, work) -> list:
         frames = [qs.iloc[[i]][["qid", "query"]] for i in range(len(qs))]
         run = retr(qs[["qid", "query"]])
         full = run if full is None else full
-        top = run.merge(full[full["rank"] < 100][["qid", "docno"]], on=["qid", "docno"])
-        hit = run.merge(qs[["qid", "target"]], left_on=["qid", "docno"], right_on=["qid", "target"])
         rows.append({"n": n, "bm25": label, **latencies(lambda i, r=retr, f=frames: r(f[i]), len(frames)),
-                     "overlap@100_with_reference": round(len(top[top["rank"] < 100]) / (100 * len(qs)), 3),
-                     "target_in_top1000": round(len(hit) / len(qs), 3)})
+                     "overlap@100_with_reference": r_at_k(run, full[full["rank"] < 100][["qid", "docno"]], 100),
+                     "target_in_top1000": r_at_k(run, qs[["qid", "target"]].rename(columns={"target": "docno"}),
+                                                    1000)})
         print(rows[-1], flush=True)
     shutil.rmtree(path, ignore_errors=True)
     return rows
@@ -262,7 +278,7 @@ def dense_step(x, qv, budget, prev, work):
             for nprobe in (16, 64):
                 index.nprobe = nprobe
                 _, found = index.search(qv, 100)
-                res[f"{name}_np{nprobe}_recall100"] = recall(found, truth)
+                res[f"{name}_np{nprobe}_recall100"] = r100_vs_exact(found, truth)
                 lat = latencies(lambda i, index=index: index.search(qv[i:i + 1], 100), len(qv))
                 res.update({f"{name}_np{nprobe}_{k}": v for k, v in lat.items()})
         del variants, quant
@@ -278,7 +294,7 @@ def dense_step(x, qv, budget, prev, work):
         for ef in (64, 128):
             hnsw.hnsw.efSearch = ef
             _, found = hnsw.search(qv, 100)
-            res[f"hnsw_ef{ef}_recall100"] = recall(found, truth)
+            res[f"hnsw_ef{ef}_recall100"] = r100_vs_exact(found, truth)
             res.update({f"hnsw_ef{ef}_{k}": v for k, v in
                         latencies(lambda i: hnsw.search(qv[i:i + 1], 100), len(qv)).items()})
         del hnsw
