@@ -71,6 +71,7 @@ STAGES = {
     "TextLoader": (False, False, True),
     "load_biencoder": None,  # pyterrier-dr's own query encoder, returned unchanged: its behaviour, not ours
 }
+STAGES.update(test_inspect.EXTRA_STAGES)
 
 # -- what a kind of bad input gets -----------------------------------------------------------------------------
 OK, EMPTY, MISSING, BAD, BADTYPE, UNKNOWN_ERR, NA = ("ok", "empty", "InputValidationError", "BadInputError",

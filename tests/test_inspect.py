@@ -209,6 +209,15 @@ CASES = [
 ]
 
 
+# Families in their own subpackages keep their cases (and their bad-input ``STAGES`` rows) in
+# ``tests/cases_<family>.py``: a module defining ``CASES`` (a list of :class:`Case`) and ``STAGES`` (a dict).
+EXTRA_STAGES: dict = {}
+for _path in sorted(Path(__file__).parent.glob("cases_*.py")):
+    _module = __import__(_path.stem)
+    CASES += _module.CASES
+    EXTRA_STAGES.update(getattr(_module, "STAGES", {}))
+
+
 def _returns_transformer(fn) -> bool:
     try:
         ret = typing.get_type_hints(fn).get("return")
