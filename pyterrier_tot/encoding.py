@@ -1,5 +1,12 @@
-"""Encoding documents with several processes or GPUs: sentence-transformers' multi-process pool behind a
-pyterrier-dr style document encoder.
+"""Encoding documents for a dense index: at the speed of a plain ``SentenceTransformer.encode`` loop in one
+process (:class:`SortedDocEncoder`), or with several processes or GPUs (:class:`PooledDocEncoder`,
+sentence-transformers' multi-process pool).
+
+Why a document encoder of our own: a PyTerrier indexing pipeline hands the encoder 100 documents at a time, and
+sentence-transformers sorts texts by length only within one ``encode`` call, so batches of 32 drawn from 100
+mixed-length blurbs carry much more padding than batches drawn from the whole corpus sorted by length (that
+padding was most of the 1.28x that library indexing cost over a plain loop). :class:`SortedDocEncoder` takes
+thousands of documents per call instead, which sorts them (nearly) globally.
 
 ``BookIndex.flex_index`` / ``dense`` / ``dense_scorer`` take ``workers=`` or ``devices=`` and use
 :class:`PooledDocEncoder` in place of the bi-encoder's own ``doc_encoder()`` while building; the index written
@@ -18,7 +25,15 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-__all__ = ["PooledDocEncoder", "pool_devices"]
+__all__ = ["PooledDocEncoder", "SortedDocEncoder", "encoder_for", "pool_devices", "DOC_CHUNK", "ENCODE_BATCH"]
+
+#: Documents per ``encode`` call while indexing: enough for length sorting to leave almost no padding, small
+#: enough that a streamed corpus of millions of pages never holds more than a few MB of text and vectors.
+DOC_CHUNK = 4096
+#: Texts per forward pass, chosen by measurement (benchmarks/results/encoding_speed.md): with texts sorted by
+#: length, batches of 8-16 were the fastest on CPU, fp32 and bf16 alike (the activations of a small batch stay in
+#: cache; 64 and 128 were 1.5-3x slower), and 16 keeps the per-call overhead of 8 away.
+ENCODE_BATCH = 16
 
 
 def pool_devices(workers: int = 1, devices: Optional[Sequence[str]] = None,
@@ -40,6 +55,79 @@ def pool_devices(workers: int = 1, devices: Optional[Sequence[str]] = None,
     if str(base_device).startswith("cuda"):
         return [f"cuda:{i}" for i in range(workers)]
     return ["cpu"] * workers
+
+
+def encoder_for(model: Optional[str], encoder=None, precision: Optional[str] = None):
+    """(the bi-encoder, its precision) for indexing or searching with ``model``: ``encoder`` when given (its
+    weights tell its precision, which must agree with ``precision``), else the cached bi-encoder of ``model``
+    in ``precision`` (default fp32)."""
+    from pyterrier_tot.models import check_precision, load_biencoder, model_precision
+
+    if encoder is None:
+        precision = check_precision(precision or "fp32")
+        return load_biencoder(model, precision=precision), precision
+    found = model_precision(encoder)
+    if precision is not None and check_precision(precision) != found:
+        raise ValueError(f"precision={precision!r} but the encoder passed runs in {found}; pass a matching "
+                         f"encoder (load_biencoder(..., precision={precision!r})) or leave precision out")
+    return encoder, found
+
+
+def _vectors(vecs) -> np.ndarray:
+    # a bf16 model hands back bfloat16 tensors or float arrays: the index stores float32 either way
+    if hasattr(vecs, "float"):
+        vecs = vecs.float().cpu().numpy()
+    return np.asarray(vecs, dtype=np.float32)
+
+
+class SortedDocEncoder(pt.Transformer):
+    """Adds ``doc_vec`` to a document frame like ``bi_encoder.doc_encoder()``, but encodes ``chunk_size``
+    documents per model call, so that sentence-transformers' length sorting spans the whole chunk.
+
+    ``bi_encoder``: a pyterrier-dr ``SBertBiEncoder`` (e.g. :func:`~pyterrier_tot.models.load_biencoder`, in
+    fp32 or bf16). ``encode_batch_size``: texts per forward pass (default :data:`ENCODE_BATCH`). In an
+    indexing pipeline (``encoder >> flex.indexer()``) PyTerrier reads ``batch_size`` (here ``chunk_size``) to
+    decide how many documents to hand over at once.
+    """
+
+    def __init__(self, bi_encoder, chunk_size: int = DOC_CHUNK, encode_batch_size: Optional[int] = None,
+                 text_field: Optional[str] = None):
+        if not hasattr(getattr(bi_encoder, "model", None), "encode"):
+            raise TypeError(f"SortedDocEncoder needs a sentence-transformers bi-encoder (pyterrier-dr "
+                            f"SBertBiEncoder), not {bi_encoder!r}; use bi_encoder.doc_encoder() instead")
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size must be a positive integer, not {chunk_size!r}")
+        self.bi_encoder = bi_encoder
+        self.batch_size = int(chunk_size)
+        self.encode_batch_size = int(encode_batch_size or ENCODE_BATCH)
+        self.text_field = text_field or getattr(bi_encoder, "text_field", "text")
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """The vectors of ``texts`` (float32, one row per text, in the order given)."""
+        texts = list(texts)
+        if not texts:
+            return np.empty((0, 0), dtype=np.float32)
+        vecs = self.bi_encoder.model.encode(texts, batch_size=self.encode_batch_size, show_progress_bar=False,
+                                            normalize_embeddings=False, convert_to_numpy=True)
+        return _vectors(vecs)
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        with pta.validate.any(inp) as v:
+            v.document_frame(extra_columns=[self.text_field])
+            v.columns(includes=[self.text_field])
+        if len(inp) == 0:
+            return inp.assign(doc_vec=pd.Series([], dtype=object))
+        return inp.assign(doc_vec=list(self.encode(inp[self.text_field].tolist())))
+
+    def transform_iter(self, inp) -> Iterator[dict]:
+        # records in, records out: no DataFrame round trip for every chunk of an indexing run
+        docs = list(inp)
+        vecs = self.encode([d[self.text_field] for d in docs])
+        return iter([{**d, "doc_vec": vec} for d, vec in zip(docs, vecs)])
+
+    def __repr__(self):
+        return (f"SortedDocEncoder({self.bi_encoder!r}, chunk_size={self.batch_size}, "
+                f"encode_batch_size={self.encode_batch_size})")
 
 
 class PooledDocEncoder(pt.Transformer):
@@ -110,7 +198,7 @@ class PooledDocEncoder(pt.Transformer):
         self.start()
         vecs = self.model.encode(texts, batch_size=self.chunk_size, pool=self._pool, chunk_size=self.chunk_size,
                                  show_progress_bar=False, normalize_embeddings=False)
-        return np.asarray(vecs, dtype=np.float32)
+        return _vectors(vecs)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         with pta.validate.any(inp) as v:

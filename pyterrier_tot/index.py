@@ -46,7 +46,8 @@ from pyterrier_tot.corpus_store import CORPUS_FILE, BookCorpus, FieldsArg
 from pyterrier_tot.corpus_store import book_frame as _book_frame
 from pyterrier_tot.corpus_store import fields_tuple as _fields_tuple
 from pyterrier_tot.corpus_store import frame_fingerprint as _fingerprint
-from pyterrier_tot.encoding import PooledDocEncoder, pool_devices
+from pyterrier_tot.encoding import PooledDocEncoder, SortedDocEncoder, pool_devices
+from pyterrier_tot.encoding import encoder_for as _encoder
 from pyterrier_tot.retrievers import DenseRetriever, DenseScorer, SafeRetriever, quiet_native_output, tokenise_query
 
 __all__ = ["BookIndex", "SafeRetriever", "tokenise_query"]
@@ -87,6 +88,13 @@ def _own_meta(folder: Path, artifact_type: str) -> Optional[dict]:
     if meta.get("type") != artifact_type:
         return None
     return {k: v for k, v in meta.items() if k not in RESERVED}
+
+
+def _with_defaults(found: Optional[dict]) -> Optional[dict]:
+    """A sub-index manifest with the settings older versions left implicit (dense indexes were all fp32)."""
+    if isinstance(found, dict) and found.get("backend") == "flex" and "precision" not in found:
+        return {**found, "precision": "fp32"}
+    return found
 
 
 class BookIndex(BookCorpus, ToTArtifact):
@@ -220,7 +228,7 @@ class BookIndex(BookCorpus, ToTArtifact):
         other settings is reported (it is replaced when the new one is complete)."""
         folder = Path(self.path) / sub
         want = {**settings, "fingerprint": self.fingerprint, "n_docs": len(self)}
-        if _own_meta(folder, PART_TYPE) == want:
+        if _with_defaults(_own_meta(folder, PART_TYPE)) == want:
             return folder / filename, True
         legacy = folder / _LEGACY_MANIFEST
         if legacy.is_file():
@@ -228,7 +236,7 @@ class BookIndex(BookCorpus, ToTArtifact):
                 found = json.loads(legacy.read_text())
             except json.JSONDecodeError:
                 found = None
-            if found == want:  # 0.1 kept the PISA index in the sub-folder itself
+            if _with_defaults(found) == want:  # 0.1 kept the PISA index in the sub-folder itself
                 return (folder if settings["backend"] == "pisa" else folder / filename), True
         if folder.exists() and warn:
             warnings.warn(f"index {folder} was built for another corpus or settings; rebuilding it",
@@ -312,30 +320,34 @@ class BookIndex(BookCorpus, ToTArtifact):
     # ------------------------------------------------------------------ dense (pyterrier-dr)
     def flex_index(self, model=None, fields: FieldsArg = ("title", "text"),
                    max_chars: Optional[int] = None, encoder=None, workers: int = 1,
-                   devices: Optional[Sequence[str]] = None):
+                   devices: Optional[Sequence[str]] = None, precision: Optional[str] = None):
         """The pyterrier-dr FlexIndex of ``model`` embeddings of ``fields`` (first ``max_chars`` characters).
         ``model``: a sentence-transformers name or folder, or a :class:`~pyterrier_tot.models.BiEncoderModel`.
-        ``workers`` / ``devices`` (e.g. ``["cuda:0", "cuda:1"]``) encode a new index with several processes
-        (:class:`~pyterrier_tot.encoding.PooledDocEncoder`); the index is the same, so either is ignored when
-        it is already built."""
+        ``precision``: ``"fp32"`` (default) or ``"bf16"`` (see the Speed page of the docs); it is part of the index's
+        settings, so a bf16 index is never taken for an fp32 one (default: the precision of ``encoder`` when
+        given). ``workers`` / ``devices`` (e.g. ``["cuda:0", "cuda:1"]``) encode a new index with several
+        processes (:class:`~pyterrier_tot.encoding.PooledDocEncoder`); the index is the same, so either is
+        ignored when it is already built."""
         import pyterrier_dr
 
-        from pyterrier_tot.models import DEFAULT_MODEL, load_biencoder
+        from pyterrier_tot.models import DEFAULT_MODEL
 
         fields = _fields_tuple(fields)
         model = _model_key(model) or DEFAULT_MODEL
-        enc = encoder or load_biencoder(model)
-        settings = {"backend": "flex", "model": model, "fields": list(fields), "max_chars": max_chars}
+        enc, precision = _encoder(model, encoder, precision)
+        settings = {"backend": "flex", "model": model, "fields": list(fields), "max_chars": max_chars,
+                    "precision": precision}
         key = hashlib.sha1(model.encode()).hexdigest()[:8]
         sub = f"dense-{_slug(Path(model).name)}-{key}-{'+'.join(fields)}-{max_chars or 'all'}"
+        sub += "" if precision == "fp32" else f"-{precision}"  # fp32 keeps the folder name of version 0.2
 
         pool = pool_devices(workers, devices, str(getattr(enc, "device", "cpu")))
 
         def build(target: Path) -> None:
-            flex = pyterrier_dr.FlexIndex(str(target))
+            flex = pyterrier_dr.FlexIndex(str(target), verbose=False)
             docs = self._progress(self.docs_iter(fields, max_chars), f"dense {'+'.join(fields)}")
             if pool is None:
-                (enc.doc_encoder() >> flex.indexer(mode="overwrite")).index(docs)
+                (SortedDocEncoder(enc) >> flex.indexer(mode="overwrite")).index(docs)
                 return
             with PooledDocEncoder(enc, pool) as pooled:
                 (pooled >> flex.indexer(mode="overwrite")).index(docs)
@@ -344,16 +356,18 @@ class BookIndex(BookCorpus, ToTArtifact):
 
     def dense(self, model=None, fields: FieldsArg = ("title", "text"), num_results: int = 1000,
               max_chars: Optional[int] = None, backend: str = "numpy", encoder=None, workers: int = 1,
-              devices: Optional[Sequence[str]] = None) -> pt.Transformer:
+              devices: Optional[Sequence[str]] = None, precision: Optional[str] = None) -> pt.Transformer:
         """Dense retrieval with any sentence-transformers model name or local directory, or a trained
         :class:`~pyterrier_tot.models.BiEncoderModel` (``backend``: ``numpy`` exact search, or ``faiss`` flat
         inner-product index). ``(index.dense() % k).compile()`` retrieves ``k`` results directly.
-        ``workers`` / ``devices``: encode the corpus with several processes (see :meth:`flex_index`)."""
-        from pyterrier_tot.models import DEFAULT_MODEL, load_biencoder
+        ``precision="bf16"`` encodes books and queries in bfloat16; ``workers`` / ``devices``: encode the
+        corpus with several processes (see :meth:`flex_index`)."""
+        from pyterrier_tot.models import DEFAULT_MODEL
 
         model = _model_key(model)
-        enc = encoder or load_biencoder(model)
-        flex = self.flex_index(model, fields, max_chars, encoder=enc, workers=workers, devices=devices)
+        enc, precision = _encoder(model, encoder, precision)
+        flex = self.flex_index(model, fields, max_chars, encoder=enc, workers=workers, devices=devices,
+                               precision=precision)
         if backend == "numpy":
             retr = flex.np_retriever(num_results=num_results)
         elif backend == "faiss":
@@ -361,22 +375,28 @@ class BookIndex(BookCorpus, ToTArtifact):
             retr.num_results = num_results  # the factory takes no num_results; the retriever honours it
         else:
             raise ValueError(f"backend must be 'numpy' or 'faiss', not {backend!r}")
-        label = f"Dense({Path(model or DEFAULT_MODEL).name}, {'+'.join(_fields_tuple(fields))})"
+        label = f"Dense({Path(model or DEFAULT_MODEL).name}, {'+'.join(_fields_tuple(fields))}{_prec(precision)})"
         return SafeRetriever(DenseRetriever(enc.query_encoder(), retr, label, exact=True), label, tokenise=False,
                              num_results=num_results)
 
     def dense_scorer(self, model=None, fields: FieldsArg = ("title", "text"),
                      max_chars: Optional[int] = None, encoder=None, unknown_docnos: str = "raise",
-                     workers: int = 1, devices: Optional[Sequence[str]] = None) -> pt.Transformer:
+                     workers: int = 1, devices: Optional[Sequence[str]] = None,
+                     precision: Optional[str] = None) -> pt.Transformer:
         """Re-scores a result frame by cosine between query and stored book embeddings (no re-encoding); a docno
         not in the corpus raises an error naming it (``unknown_docnos="nan"``: it scores NaN, with a warning).
-        ``workers`` / ``devices``: encode the corpus with several processes (see :meth:`flex_index`)."""
-        from pyterrier_tot.models import DEFAULT_MODEL, load_biencoder
+        ``precision`` / ``workers`` / ``devices``: how the corpus is encoded (see :meth:`flex_index`)."""
+        from pyterrier_tot.models import DEFAULT_MODEL
 
         model = _model_key(model)
-        enc = encoder or load_biencoder(model)
-        flex = self.flex_index(model, fields, max_chars, encoder=enc, workers=workers, devices=devices)
+        enc, precision = _encoder(model, encoder, precision)
+        flex = self.flex_index(model, fields, max_chars, encoder=enc, workers=workers, devices=devices,
+                               precision=precision)
         name = Path(model or DEFAULT_MODEL).name
         return DenseScorer(enc.query_encoder(), flex.np_scorer(), self.docnos,
-                           f"DenseScorer({name}, {'+'.join(_fields_tuple(fields))}, max_chars={max_chars})",
-                           unknown_docnos=unknown_docnos)
+                           f"DenseScorer({name}, {'+'.join(_fields_tuple(fields))}, max_chars={max_chars}"
+                           f"{_prec(precision)})", unknown_docnos=unknown_docnos)
+
+
+def _prec(precision: str) -> str:
+    return "" if precision == "fp32" else f", precision={precision!r}"
