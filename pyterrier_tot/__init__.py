@@ -34,6 +34,7 @@ from pyterrier_tot.decomposition import (CLUE_FIELDS, CLUE_COLUMNS, YEAR_COLUMN,
 from pyterrier_tot.covers import CoverRanker, CoverIndex, ClipModel, ClipCheckpoint, finetune_clip, CoverClipTrainer
 from pyterrier_tot.rerank import DenseReranker, ListwiseReranker
 from pyterrier_tot.submission.title_namer import TitleNamer
+from pyterrier_tot.generative import GenerativeModel, GenerativeRetriever
 from pyterrier_tot.submission import (validate_run, check_run, RunFileError, RunReport, RunFailure, load_config,
                                       ConfigError, example_config)
 
@@ -63,6 +64,8 @@ __all__ = [
     # covers, rerankers
     "CoverRanker", "CoverIndex", "ClipModel", "ClipCheckpoint", "finetune_clip", "CoverClipTrainer", "DenseReranker",
     "ListwiseReranker", "TitleNamer",
+    # generative retrieval
+    "GenerativeRetriever", "GenerativeModel",
     # submission
     "validate_run", "check_run", "RunFileError", "RunReport", "RunFailure", "load_config", "ConfigError",
     "example_config",

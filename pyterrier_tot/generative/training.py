@@ -1,0 +1,124 @@
+"""Multi-task training of a generative retriever: indexing and retrieval pairs in one shuffled stream.
+
+The loss is token cross-entropy on the identifier tokens with label smoothing 0.1 (the sum of the indexing and
+the retrieval loss, as both tasks share batches). Progress shows through ``pt.tqdm``. With ``checkpoint_dir``
+the trainable weights (safetensors), the optimiser state (``torch.save``, read back with ``weights_only=True``)
+and the step reached are saved every ``checkpoint_every`` steps; calling :func:`train` again with the same
+pairs, seed and folder resumes after the last saved step (the batch order is a function of the seed), so a
+killed run loses at most ``checkpoint_every`` steps. ``max_seconds`` stops early at a step boundary (after a
+checkpoint), for fixed CPU budgets.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Optional, Union
+
+import numpy as np
+import pandas as pd
+import pyterrier as pt
+import torch
+
+from pyterrier_tot.generative.backbones import Backbone
+
+LABEL_SMOOTHING = 0.1
+_STATE, _OPTIM, _PROGRESS = "trainable.safetensors", "optimizer.pt", "progress.json"
+
+
+def _trainable(backbone: Backbone) -> dict:
+    return {n: p for n, p in backbone.model.named_parameters() if p.requires_grad}
+
+
+def save_checkpoint(folder: Union[str, Path], backbone: Backbone, optimizer, progress: dict) -> None:
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / ".partial"
+    tmp.mkdir(exist_ok=True)
+    save_file({n: p.detach().contiguous().clone() for n, p in _trainable(backbone).items()}, str(tmp / _STATE))
+    torch.save(optimizer.state_dict(), tmp / _OPTIM)
+    (tmp / _PROGRESS).write_text(json.dumps(progress))
+    for name in (_STATE, _OPTIM, _PROGRESS):  # the progress file last: it says the other two are complete
+        (tmp / name).replace(folder / name)
+    tmp.rmdir()
+
+
+def load_checkpoint(folder: Union[str, Path], backbone: Backbone, optimizer) -> Optional[dict]:
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    if not (folder / _PROGRESS).is_file():
+        return None
+    missing, unexpected = backbone.model.load_state_dict(load_file(str(folder / _STATE)), strict=False)
+    if unexpected:
+        raise ValueError(f"checkpoint {folder} does not fit this backbone: unexpected weights {unexpected[:3]}")
+    optimizer.load_state_dict(torch.load(folder / _OPTIM, weights_only=True))
+    return json.loads((folder / _PROGRESS).read_text())
+
+
+def tokenise_pairs(backbone: Backbone, pairs: pd.DataFrame, max_source_tokens: int = 64):
+    """(source ids, target ids) lists of a pairs frame (columns ``source``, ``target``)."""
+    sources = [backbone.source_ids(s, max_source_tokens) for s in pairs["source"]]
+    targets = [backbone.target_ids(t) for t in pairs["target"]]
+    return sources, targets
+
+
+def train(backbone: Backbone, pairs: pd.DataFrame, epochs: float = 1.0, batch_size: int = 8, lr: float = 5e-4,
+          label_smoothing: float = LABEL_SMOOTHING, max_source_tokens: int = 64, weight_decay: float = 0.0,
+          checkpoint_dir: Union[str, Path, None] = None, checkpoint_every: int = 50,
+          max_seconds: Optional[float] = None, seed: int = 0, verbose: bool = True) -> dict:
+    """Train ``backbone`` in place on ``pairs`` (columns ``source``, ``target``, optionally ``task``).
+
+    ``epochs`` may be fractional. Returns statistics: steps, pairs seen, tokens, seconds, tokens/s, the mean
+    loss of the last 50 steps, and whether the run resumed or stopped on ``max_seconds``."""
+    if len(pairs) == 0:
+        raise ValueError("train: no training pairs")
+    sources, targets = tokenise_pairs(backbone, pairs, max_source_tokens)
+    rng = np.random.default_rng(seed)
+    order = np.concatenate([rng.permutation(len(pairs)) for _ in range(int(np.ceil(epochs)))])
+    order = order[:int(round(epochs * len(pairs)))]
+    steps = int(np.ceil(len(order) / batch_size))
+    params = backbone.trainable_parameters()
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    done, resumed = 0, False
+    if checkpoint_dir is not None:
+        progress = load_checkpoint(checkpoint_dir, backbone, optimizer)
+        if progress is not None:
+            if progress.get("steps") != steps or progress.get("seed") != seed:
+                raise ValueError(f"checkpoint {checkpoint_dir} is of another run ({progress}); use a new folder")
+            done, resumed = int(progress["step"]), True
+    model = backbone.model
+    model.train()
+    t0, tokens, losses, stopped = time.perf_counter(), 0, [], False
+    bar = pt.tqdm(range(done, steps), desc=f"training {backbone.name}", unit="step", disable=not verbose)
+    step = done
+    for step in bar:
+        rows = order[step * batch_size:(step + 1) * batch_size]
+        batch = backbone.batch([sources[i] for i in rows], [targets[i] for i in rows])
+        logits, labels, _ = backbone.target_logits(batch)
+        loss = torch.nn.functional.cross_entropy(logits.float(), labels, label_smoothing=label_smoothing)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        tokens += int(batch["attention_mask"].sum()) + (int((batch["labels"] >= 0).sum())
+                                                         if backbone.kind != "causal" else 0)
+        losses.append(float(loss.detach()))
+        last = step + 1 == steps
+        over = max_seconds is not None and time.perf_counter() - t0 > max_seconds
+        if checkpoint_dir is not None and ((step + 1) % checkpoint_every == 0 or last or over):
+            save_checkpoint(checkpoint_dir, backbone, optimizer, {"step": step + 1, "steps": steps, "seed": seed})
+        if verbose:
+            bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}")
+        if over and not last:
+            stopped = True
+            break
+    model.eval()
+    secs = time.perf_counter() - t0
+    ran = len(losses)
+    return {"steps": steps, "steps_run": ran, "step_reached": done + ran, "resumed": resumed,
+            "stopped_on_time": stopped, "pairs_seen": min(len(order), (done + ran) * batch_size),
+            "tokens": tokens, "seconds": round(secs, 2), "tokens_per_s": round(tokens / secs, 1) if secs else None,
+            "loss_last50": float(np.mean(losses[-50:])) if losses else None, "batch_size": batch_size, "lr": lr,
+            "label_smoothing": label_smoothing, "epochs": epochs, "max_source_tokens": max_source_tokens}
