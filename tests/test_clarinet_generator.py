@@ -1,0 +1,49 @@
+"""The CLARINET generator: which questions are kept from training games (stub LLM), and (slow) a one-step
+fine-tune of SmolLM2 that answers like an LLM, from its cache the second time."""
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest import TINY_BOOKS  # noqa: E402
+from openai_stub import OpenAIStub, stub_llm  # noqa: E402
+from test_clarinet_game import QRELS, TOPICS, responder  # noqa: E402
+
+import pyterrier_tot as ptt  # noqa: E402
+from pyterrier_tot.clarinet import ClarificationGame, Clarifier, ExplicitPosterior, UserSimulator  # noqa: E402
+from pyterrier_tot.clarinet.generator import QuestionGenerator, collect_questions, rank_gain, train_generator  # noqa: E402,E501
+
+
+def test_collect_questions_scores_every_pool_question(tmp_path):
+    index = ptt.BookIndex(pd.DataFrame(TINY_BOOKS), path=tmp_path / "index")
+    with OpenAIStub(responder) as stub:
+        llm = stub_llm(stub, tmp_path / "llm.sqlite3")
+        game = ClarificationGame(index.bm25(num_results=6), Clarifier(llm, index, pool_size=3),
+                                 UserSimulator(llm, index), QRELS, turns=1,
+                                 posterior=ExplicitPosterior(index.dense_scorer(), tau=0.1), k=6, verbose=False)
+        kept = collect_questions(game, TOPICS, top=1, gain=10)
+    assert len(kept) == 6 and set(kept["qid"]) == {"q1", "q2"} and (kept["turn"] == 1).all()
+    assert kept["rank_before"].between(1, 6).all() and kept["rank_after"].between(1, 6).all()
+    assert (kept["keep"] == (kept["rank_after"] == 1)).all()  # in six books no rank can rise by ten
+    assert kept["prompt"].str.contains("Request:").all()
+    summary = rank_gain(kept)
+    assert summary["questions"] == 6 and summary["kept"] == int(kept["keep"].sum())
+
+
+@pytest.mark.slow
+def test_a_one_step_generator_trains_saves_and_answers_from_its_cache(tmp_path):
+    pytest.importorskip("gguf")
+    pairs = pd.DataFrame({"prompt": ["Request: a boy and a dragon\n\nLikeliest books:\n(none yet)\n\n"
+                                     "Questions already asked:\n(none)"] * 2,
+                          "question": ["Was the dragon friendly?", "Did the boy live in a village?"],
+                          "keep": [True, True]})
+    path = train_generator(pairs, tmp_path / "gen", steps=1, batch_size=2, verbose=False)
+    gen = QuestionGenerator(path, cache=tmp_path / "gen.sqlite3")
+    assert gen.meta()["type"] == "clarinet_generator" and gen.meta()["n_pairs"] == 2
+    assert (Path(path) / "model.safetensors").is_file()
+    messages = Clarifier(gen, pool_size=1).messages(pairs["prompt"][0])
+    first = gen.chat_many([messages])
+    assert first[0].strip() and gen.calls == 1
+    assert gen.chat_many([messages]) == first and gen.calls == 1 and gen.cache_hits == 1
