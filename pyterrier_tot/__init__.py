@@ -34,6 +34,10 @@ from pyterrier_tot.decomposition import (CLUE_FIELDS, CLUE_COLUMNS, YEAR_COLUMN,
 from pyterrier_tot.covers import CoverRanker, CoverIndex, ClipModel, ClipCheckpoint, finetune_clip, CoverClipTrainer
 from pyterrier_tot.rerank import DenseReranker, ListwiseReranker
 from pyterrier_tot.submission.title_namer import TitleNamer
+from pyterrier_tot.decomposition.hard_negatives import mine_hard_negatives, sample_negatives
+from pyterrier_tot.decomposition.learned_fuser import LearnedFuser, LearnedFuserModel
+from pyterrier_tot.rerank.cross_encoder import CrossEncoderModel, CrossEncoderReranker, train_cross_encoder
+from pyterrier_tot.query.rm3 import anserini_available, anserini_status, lucene_bm25, anserini_rm3
 from pyterrier_tot.generative import GenerativeModel, GenerativeRetriever
 from pyterrier_tot.clarinet import (RetrievalDistribution, Clarifier, UserSimulator, LanguagePosterior,
                                     ExplicitPosterior, ClarificationGame, RandomSelection, UtilitySelection,
@@ -68,6 +72,10 @@ __all__ = [
     # covers, rerankers
     "CoverRanker", "CoverIndex", "ClipModel", "ClipCheckpoint", "finetune_clip", "CoverClipTrainer", "DenseReranker",
     "ListwiseReranker", "TitleNamer",
+    # stronger retrievers: hard negatives, cross-encoder, learned fusion, Anserini
+    "mine_hard_negatives", "sample_negatives", "LearnedFuser", "LearnedFuserModel", "CrossEncoderModel",
+    "CrossEncoderReranker", "train_cross_encoder", "anserini_available", "anserini_status", "lucene_bm25",
+    "anserini_rm3",
     # generative retrieval
     "GenerativeRetriever", "GenerativeModel",
     # clarification (CLARINET)

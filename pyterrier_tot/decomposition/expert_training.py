@@ -32,7 +32,7 @@ import math
 import random
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 
@@ -45,6 +45,8 @@ from pyterrier_tot.models import TRAINING_FILE, BiEncoderModel
 DEFAULTS = dict(epochs=1, batch_size=16, max_seq_length=256, lr=2e-5, warmup_ratio=0.1, seed=42)
 METADATA_FILE = TRAINING_FILE
 Pair = Tuple[str, str]
+#: (anchor, positive, negative, ...): a training example; every example of one training run has the same length.
+Example = Tuple[str, ...]
 
 
 def load_clue_cache(path: Union[str, Path]) -> pd.DataFrame:
@@ -125,14 +127,62 @@ def _dimension(model) -> int:
     return get()
 
 
-def train_biencoder(pairs: Sequence[Pair], output_dir: Union[str, Path, None] = None, base_model: Optional[str] = None,
+def _book_texts(corpus: pd.DataFrame, doc_fields: Sequence[str], max_chars: Optional[int] = None) -> dict:
+    require_columns(corpus, ["docno", *doc_fields], "training corpus")
+    texts = corpus[list(doc_fields)].fillna("").astype(str).agg("\n".join, axis=1).str.strip()
+    if max_chars:
+        texts = texts.str.slice(0, max_chars)
+    return dict(zip(corpus["docno"].astype(str), texts))
+
+
+def build_examples(queries: pd.DataFrame, qrels: pd.DataFrame, corpus: pd.DataFrame,
+                   negatives: Dict[str, List[str]], n_negatives: int, query_column: str = "query",
+                   doc_fields: Sequence[str] = ("title", "text"), max_chars: Optional[int] = None) -> List[Example]:
+    """(query, gold book, ``n_negatives`` hard negatives) examples, the negatives from ``negatives`` (qid ->
+    docnos, e.g. :func:`~pyterrier_tot.decomposition.hard_negatives.sample_negatives`). A query with fewer
+    negatives, an N/A query text or an empty gold book is skipped (MNRL needs the same width everywhere)."""
+    require_columns(queries, ["qid", query_column], "build_examples")
+    texts = _book_texts(corpus, doc_fields, max_chars)
+    gold = _gold(qrels)
+    q = queries[["qid", query_column]].astype({"qid": str}).merge(gold, on="qid")
+    out: List[Example] = []
+    for qid, anchor, docno in zip(q["qid"], q[query_column], q["docno"]):
+        negs = [texts[d] for d in negatives.get(qid, []) if texts.get(d, "").strip()][:n_negatives]
+        pos = texts.get(docno, "")
+        if is_missing(anchor) or not str(anchor).strip() or not pos.strip() or len(negs) < n_negatives:
+            continue
+        out.append((str(anchor).strip(), pos, *negs))
+    return out
+
+
+def clue_form_queries(clues: pd.DataFrame, fields: Sequence[str] = ("title", "author", "cover", "genre"),
+                      min_chars: int = 20) -> pd.DataFrame:
+    """The short "clue form" of each query: its non-N/A clues of ``fields`` joined with ``. `` (``qid, query``);
+    queries whose form is shorter than ``min_chars`` or made of genres alone are dropped. Used as
+    extra training anchors beside the full query."""
+    cols = [clue_column(f) for f in fields if clue_column(f) in clues.columns]
+    require_columns(clues, ["qid"], "clue_form_queries")
+    text = clues[cols].apply(lambda r: ". ".join(str(v).strip() for v in r if not is_missing(v) and str(v).strip()),
+                             axis=1) if cols else pd.Series("", index=clues.index)
+    # a form made of genres alone ("fantasy, young adult") names no book: one clue of another field is required
+    named = [c for c in cols if c != clue_column("genre")]
+    has_named = clues[named].apply(lambda r: any(not is_missing(v) and str(v).strip() for v in r), axis=1) \
+        if named else pd.Series(False, index=clues.index)
+    out = pd.DataFrame({"qid": clues["qid"].astype(str), "query": text})
+    return out[has_named.to_numpy() & (out["query"].str.len() >= max(1, min_chars)).to_numpy()].reset_index(drop=True)
+
+
+def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None] = None,
+                    base_model: Optional[str] = None,
                     epochs: int = DEFAULTS["epochs"], batch_size: int = DEFAULTS["batch_size"],
                     max_seq_length: int = DEFAULTS["max_seq_length"], lr: float = DEFAULTS["lr"],
                     warmup_ratio: float = DEFAULTS["warmup_ratio"], max_steps: Optional[int] = None,
                     seed: int = DEFAULTS["seed"], kind: str = "biencoder", show_progress_bar: bool = True,
                     extra_metadata: Optional[dict] = None) -> Path:
-    """Fine-tune ``base_model`` (default MiniLM, resolved offline) on (anchor, positive) pairs with
-    MultipleNegativesRankingLoss and save it to ``output_dir`` (default under the library cache).
+    """Fine-tune ``base_model`` (default MiniLM, resolved offline; a fine-tuned folder continues its training)
+    on (anchor, positive) pairs, or (anchor, positive, negative, ...) examples of one width, with
+    MultipleNegativesRankingLoss (the extra texts are hard negatives beside the in-batch ones) and save it to
+    ``output_dir`` (default under the library cache).
 
     ``max_steps`` caps the optimisation steps (per epoch). Returns the output directory, loadable by
     :class:`~pyterrier_tot.decomposition.field_expert.FieldExpert` (``model=path``), ``BookIndex.dense(path)``,
@@ -147,7 +197,10 @@ def train_biencoder(pairs: Sequence[Pair], output_dir: Union[str, Path, None] = 
 
     from pyterrier_tot.models import resolve_model
 
-    pairs = [(a, p) for a, p in pairs if str(a).strip() and str(p).strip()]
+    pairs = [tuple(ex) for ex in pairs if all(str(t).strip() for t in ex)]
+    widths = sorted({len(ex) for ex in pairs})
+    if len(widths) > 1 or (widths and widths[0] < 2):
+        raise ValueError(f"train_biencoder: every example needs the same number (>= 2) of texts, got widths {widths}")
     if len(pairs) < 2:
         raise ValueError(f"train_biencoder: need at least 2 (anchor, positive) pairs, got {len(pairs)}")
     batch_size = max(2, min(batch_size, len(pairs)))
@@ -161,7 +214,7 @@ def train_biencoder(pairs: Sequence[Pair], output_dir: Union[str, Path, None] = 
     # a fresh copy, never the cached instance of models.load_sentence_transformer (training mutates it)
     model = SentenceTransformer(resolve_model(base_model), device="cpu")
     model.max_seq_length = max_seq_length
-    examples = [InputExample(texts=[a, p]) for a, p in pairs]
+    examples = [InputExample(texts=list(ex)) for ex in pairs]
     loader = NoDuplicatesDataLoader(examples, batch_size=batch_size)
     steps = len(loader) if not max_steps else min(max_steps, len(loader))
     loss = MultipleNegativesRankingLoss(model)
@@ -171,7 +224,8 @@ def train_biencoder(pairs: Sequence[Pair], output_dir: Union[str, Path, None] = 
                   show_progress_bar=show_progress_bar)
     seconds = time.time() - t0
     meta = {"kind": kind, "base_model": str(base_model or "sentence-transformers/all-MiniLM-L6-v2"),
-            "n_pairs": len(pairs), "steps": steps * epochs, "seconds": round(seconds, 1),
+            "n_pairs": len(pairs), "n_negatives": len(pairs[0]) - 2, "steps": steps * epochs,
+            "seconds": round(seconds, 1),
             "loss": "MultipleNegativesRankingLoss", **params, **(extra_metadata or {})}
     with building(out, overwrite=overwrite) as tmp:
         model.save(str(tmp), safe_serialization=True)

@@ -1,0 +1,156 @@
+"""No training or tuning path of the recipe can read validation: every one of them is run here on a dataset
+that refuses (and records) any request for a split other than ``train``, with the trainers replaced by spies
+that record which queries they were given. The Reddit-TOMT tuning slice is fixed in code (its fingerprint)
+and disjoint from validation."""
+import pandas as pd
+import pytest
+
+from pyterrier_tot.decomposition import recipe
+
+BOOKS = ["b1", "b2", "b3", "b4", "b5", "b6"]
+QUERIES = ["kittens that nap all day", "a dragon and a blacksmith on the red moon", "a poisoning at a lakeside manor",
+           "children stow away on a spaceship", "a ghost keeper in a lighthouse", "training a wild horse"]
+
+
+class GuardedDataset:
+    """Train split: 12 queries; any other split raises (the test fails) and is recorded."""
+
+    name = "guarded"
+
+    def __init__(self):
+        qids = [f"t{i}" for i in range(12)]
+        self.topics = pd.DataFrame({"qid": qids, "query": [QUERIES[i % 6] + f" ({i})" for i in range(12)]})
+        self.qrels = pd.DataFrame({"qid": qids, "docno": [BOOKS[i % 6] for i in range(12)], "label": 1})
+        self.asked = []
+
+    def _check(self, split):
+        self.asked.append(split)
+        if split != "train":
+            raise AssertionError(f"a training / tuning path asked for the {split!r} split")
+
+    def get_topics(self, split="train"):
+        self._check(split)
+        return self.topics.copy()
+
+    def get_qrels(self, split="train"):
+        self._check(split)
+        return self.qrels.copy()
+
+    def get_corpus_df(self):
+        from conftest import TINY_BOOKS
+        return pd.DataFrame(TINY_BOOKS)
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    from conftest import TINY_BOOKS
+
+    from pyterrier_tot.index import BookIndex
+    return BookIndex(pd.DataFrame(TINY_BOOKS), path=tmp_path_factory.mktemp("leak_index"))
+
+
+@pytest.fixture
+def ds(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
+    monkeypatch.setattr(recipe, "TUNING_QUERIES", 4)
+    return GuardedDataset()
+
+
+def _slices(ds, n=4):
+    tuning = set(recipe.tuning_split(ds.topics, n)["qid"])
+    return tuning, set(ds.topics["qid"]) - tuning
+
+
+def test_train_data_parts_are_disjoint_and_train_only(ds):
+    tuning, rest = _slices(ds)
+    assert set(recipe.train_data(ds, "tuning", 4)[0]["qid"]) == tuning
+    assert set(recipe.train_data(ds, "rest", 4)[1]["qid"]) == rest
+    with pytest.raises(ValueError, match="part"):
+        recipe.train_data(ds, "validation")
+    assert set(ds.asked) == {"train"}
+
+
+def test_trainers_see_only_the_training_rest(ds, index, monkeypatch, tmp_path):
+    from pyterrier_tot.decomposition import expert_training
+    from pyterrier_tot.rerank import cross_encoder
+
+    tuning, rest = _slices(ds)
+    seen = {}
+    base_dir = tmp_path / "base"
+
+    def fake_base(topics, qrels, corpus, output_dir=None, **kw):
+        seen["base"] = set(topics["qid"]) | set(qrels["qid"])
+        output_dir.mkdir(parents=True)
+        (output_dir / "pt_meta.json").write_text("{}")
+        (output_dir / "model.safetensors").write_bytes(b"")
+        return output_dir
+
+    def fake_biencoder(examples, out, **kw):
+        seen["hn"] = {ex[0] for ex in examples}
+        return out
+
+    def fake_ce(groups, out, **kw):
+        seen["ce"] = {g[0] for g in groups}
+        return out
+
+    monkeypatch.setattr(expert_training, "train_base_retriever", fake_base)
+    monkeypatch.setattr(expert_training, "train_biencoder", fake_biencoder)
+    monkeypatch.setattr(cross_encoder, "train_cross_encoder", fake_ce)
+    recipe.fine_tuned_base(ds, 4, path=base_dir)
+    recipe.fine_tuned_hard(ds, index, epochs=1, n_negatives=1, clue_forms=True, n=4, verbose=False)
+    recipe.fine_tuned_cross_encoder(ds, index, n_negatives=1, n=4, verbose=False)
+    rest_text = set(ds.topics.set_index("qid").loc[sorted(rest), "query"])
+    assert seen["base"] == rest
+    assert seen["ce"] and seen["ce"] <= rest_text
+    assert {q for q in seen["hn"] if q in set(ds.topics["query"])} <= rest_text   # (clue forms are short texts)
+    assert set(ds.asked) == {"train"}
+
+
+def test_fusers_fit_only_on_the_tuning_slice(ds, index, monkeypatch):
+    from pyterrier_tot.decomposition.learned_fuser import LearnedFuser
+    from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
+
+    tuning, _ = _slices(ds)
+    seen = {}
+    fit_w = WeightedFuser.fit
+
+    def spy_w(self, topics, qrels, *a, **kw):
+        seen["weighted"] = set(topics["qid"]) | set(qrels["qid"])
+        return fit_w(self, topics, qrels, *a, **kw)
+
+    def spy_l(self, topics, qrels, *a, **kw):
+        seen["learned"] = set(kw["feats"]["qid"]) | set(qrels["qid"])
+        return self
+
+    monkeypatch.setattr(WeightedFuser, "fit", spy_w)
+    monkeypatch.setattr(LearnedFuser, "fit", spy_l)
+    monkeypatch.setattr(LearnedFuser, "save", lambda self, path: path)
+    recipe.fitted_weights(ds, index, None, n=4, k=3, expert_k=2)
+    recipe.fitted_learned_fuser(ds, index, None, n=4, k=3, expert_k=2, grid=[{}])
+    assert seen["weighted"] == tuning and seen["learned"] <= tuning
+    best, table = recipe.choose_epoch(ds, index, {0: None}, n=4)
+    assert best == 0 and len(table) == 1
+    assert set(ds.asked) == {"train"}
+
+
+def test_reddit_tuning_slice_is_fixed_and_disjoint_from_validation(reddit):
+    train, val = reddit.get_topics("train"), reddit.get_topics("validation")
+    tuning = recipe.tuning_split(train)
+    assert len(tuning) == 300 and recipe.qid_fingerprint(tuning) == recipe.REDDIT_TUNING_FINGERPRINT
+    assert not set(tuning["qid"]) & set(val["qid"])
+    assert not set(recipe.training_rest(train)["qid"]) & (set(val["qid"]) | set(tuning["qid"]))
+
+
+def test_weights_from_precomputed_features_match(ds, index, tmp_path, monkeypatch):
+    """fitted_weights(feats=...) (the benchmark's shortcut) fits the same weights as running the experts."""
+    from pyterrier_tot.decomposition.learned_fuser import LearnedFuser
+    from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
+
+    direct = WeightedFuser.load(recipe.fitted_weights(ds, index, None, n=4, k=3, expert_k=2))
+    dp = recipe.build_pipeline(index, None, k=3, expert_k=2)
+    tuning, _ = recipe.train_data(ds, "tuning", 4)
+    feats = LearnedFuser(dp.fuser.experts, names=dp.fuser.names).features((dp.decomposer >> dp.candidates)(tuning))
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path / "other"))
+    shortcut = WeightedFuser.load(recipe.fitted_weights(ds, index, None, n=4, k=3, expert_k=2, feats=feats))
+    assert shortcut.names == direct.names and shortcut.normalise == direct.normalise
+    assert shortcut.weights.tolist() == direct.weights.tolist() and shortcut.fit_score == direct.fit_score
