@@ -37,7 +37,7 @@ import pyterrier_alpha as pta
 from pyterrier_tot._artifact import ToTArtifact, building, read_meta
 from pyterrier_tot._util import is_missing, require_columns
 from pyterrier_tot.decomposition.clues import clue_column
-from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
+from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser, empty_fused
 from pyterrier_tot.errors import BadInputError
 from pyterrier_tot.normalise import normalise_scores
 from pyterrier_tot.policy import check_result_frame
@@ -135,10 +135,7 @@ class LearnedFuser(pt.Transformer):
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         self._validate(inp)
         if len(inp) == 0:
-            out = inp.drop(columns=["features", "score", "rank"], errors="ignore").copy()
-            out["score"] = pd.Series(dtype=float)
-            out["rank"] = pd.Series(dtype=int)
-            return out
+            return empty_fused(inp)
         if self.booster is None:
             raise BadInputError(f"{self!r} is not trained: call fit() on the tuning slice or load a saved fuser")
         return self.rank(self.features(inp))

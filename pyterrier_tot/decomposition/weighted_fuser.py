@@ -68,6 +68,14 @@ def _parse_measure(metric):
     return metric
 
 
+def empty_fused(inp: pd.DataFrame) -> pd.DataFrame:
+    """What a fuser returns for an empty frame: its columns, without the features, with an empty score and rank."""
+    out = inp.drop(columns=["features", "score", "rank"], errors="ignore").copy()
+    out["score"] = pd.Series(dtype=float)
+    out["rank"] = pd.Series(dtype=int)
+    return out
+
+
 class WeightedFuser(pt.Transformer):
     """Weighted sum of normalised expert scores (see module docs).
 
@@ -176,10 +184,7 @@ class WeightedFuser(pt.Transformer):
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         self._validate(inp)
         if len(inp) == 0:
-            out = inp.drop(columns=["features", "score", "rank"], errors="ignore").copy()
-            out["score"] = pd.Series(dtype=float)
-            out["rank"] = pd.Series(dtype=int)
-            return out
+            return empty_fused(inp)
         return self.fuse(self.features(inp))
 
     # ------------------------------------------------------------------ fitting

@@ -31,11 +31,10 @@ from typing import Optional, Sequence, Tuple, Union
 import numpy as np
 import pandas as pd
 import pyterrier as pt
-import pyterrier_alpha as pta
 
 from pyterrier_tot._artifact import ToTArtifact, artifact_path, building, read_meta
-from pyterrier_tot._util import cache_dir, explain_columns
-from pyterrier_tot.policy import check_result_frame, unknown_docnos
+from pyterrier_tot._util import cache_dir
+from pyterrier_tot.rerank._topk import rerank_top_k
 
 #: A training group: query text, gold book text, negative book texts.
 Group = Tuple[str, str, Sequence[str]]
@@ -223,31 +222,7 @@ class CrossEncoderReranker(pt.Transformer):
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         needs = ["query", "score"] if self.index is not None else ["query", "score", "text"]
-        with explain_columns(repr(self), f"needs a result frame with {needs}"):
-            pta.validate.result_frame(inp, extra_columns=needs)
-        out = inp.copy()
-        if len(out) == 0:
-            out["score"] = pd.Series(dtype=float)
-            return pt.model.add_ranks(out)
-        check_result_frame(out, repr(self), "query", score=True)
-        if self.index is not None:
-            unknown_docnos(out, self.index.docnos, repr(self))
-        out["_order"] = np.arange(len(out))
-        out = out.sort_values(["qid", "score", "_order"], ascending=[True, False, True], kind="stable")
-        pos = out.groupby("qid", sort=False).cumcount().to_numpy()
-        top = pos < self.k
-        new_top = self._scores(out.loc[top])
-        scores = np.empty(len(out), dtype=float)
-        scores[top] = new_top
-        if (~top).any():
-            # the tail keeps its incoming order, strictly below the lowest re-ranked score of its query
-            block_q = out.loc[top, "qid"].to_numpy()
-            floor = pd.Series(new_top, index=block_q).groupby(level=0).min()
-            tail = out.loc[~top]
-            n_tail = tail.groupby("qid", sort=False)["qid"].transform("size").to_numpy()
-            scores[~top] = floor.reindex(tail["qid"].to_numpy()).to_numpy() - 1.0 - (pos[~top] - self.k) / n_tail
-        out["score"] = scores
-        return pt.model.add_ranks(out.drop(columns=["_order"]))
+        return rerank_top_k(self, inp, self.k, self.index, needs, f"needs a result frame with {needs}", self._scores)
 
     def __repr__(self):
         return (f"CrossEncoderReranker({Path(str(self.model.path)).name!r}, k={self.k}, "

@@ -27,11 +27,9 @@ from typing import Optional, Sequence, Union
 import numpy as np
 import pandas as pd
 import pyterrier as pt
-import pyterrier_alpha as pta
 
-from pyterrier_tot._util import explain_columns
 from pyterrier_tot.normalise import normalise_scores
-from pyterrier_tot.policy import check_result_frame, unknown_docnos
+from pyterrier_tot.rerank._topk import rerank_top_k
 
 
 def _normalises(encoder) -> Optional[bool]:
@@ -134,40 +132,16 @@ class DenseReranker(pt.Transformer):
         hint = (f"needs a result frame with {needs}" if self.index is not None else
                 "needs a result frame with 'query', 'score' and a 'text' column, or a BookIndex "
                 "(DenseReranker(index=...))")
-        with explain_columns(repr(self), hint):
-            pta.validate.result_frame(inp, extra_columns=needs)
-        out = inp.copy()
-        if len(out) == 0:
-            out["score"] = pd.Series(dtype=float)
-            return pt.model.add_ranks(out)
-        check_result_frame(out, repr(self), "query", score=True)
-        if self.index is not None:
-            unknown_docnos(out, self.index.docnos, repr(self))
-        out["_order"] = np.arange(len(out))
-        out = out.sort_values(["qid", "score", "_order"], ascending=[True, False, True], kind="stable")
-        pos = out.groupby("qid", sort=False).cumcount().to_numpy()
-        top = pos < self.k
-        block = out.loc[top]
+        return rerank_top_k(self, inp, self.k, self.index, needs, hint, self._rescore)
+
+    def _rescore(self, block: pd.DataFrame) -> np.ndarray:
         dense = self._dense_scores(block)
         if np.isnan(dense).any():
             raise RuntimeError(f"{self!r}: the dense scorer returned no score for some documents")
-        if self.alpha is not None:
-            sparse = normalise_scores(block, "minmax").to_numpy()
-            new_top = self.alpha * dense + (1.0 - self.alpha) * sparse
-        else:
-            new_top = dense
-        scores = np.empty(len(out), dtype=float)
-        scores[top] = new_top
-        if (~top).any():
-            # the tail keeps its incoming order, strictly below the lowest re-ranked score of its query
-            floor = pd.Series(new_top, index=block["qid"].to_numpy()).groupby(level=0).min()
-            tail = out.loc[~top]
-            n_tail = tail.groupby("qid", sort=False)["qid"].transform("size").to_numpy()
-            tail_pos = (pos[~top] - self.k).astype(float)
-            scores[~top] = floor.reindex(tail["qid"].to_numpy()).to_numpy() - 1.0 - tail_pos / n_tail
-        out["score"] = scores
-        out = out.drop(columns=["_order"])
-        return pt.model.add_ranks(out)
+        if self.alpha is None:
+            return dense
+        sparse = normalise_scores(block, "minmax").to_numpy()
+        return self.alpha * dense + (1.0 - self.alpha) * sparse
 
     def __repr__(self):
         from pyterrier_tot.models import DEFAULT_MODEL
