@@ -1,11 +1,11 @@
 """CLARINET clarification games on a Reddit-TOMT (Books) validation subset over the fine-tuned dense retriever:
-random, EIG and KL selection from a generated question pool and the distilled CLARINET generator, with the
-language posterior (and random with the explicit posterior), beside turn-0 retrieval and the paper's Table 1.
+random, EIG and KL selection from a generated question pool and the distilled CLARINET generator, each with the
+language posterior and with the explicit posterior, beside turn-0 retrieval and the paper's Table 1.
 
     .venv/bin/python benchmarks/clarification.py [--n 12] [--turns 3] [--pool 5] [--utility-k 3]
                                                  [--train-queries 12] [--train-turns 2] [--gen-steps 10]
 
-The LLM is SmolLM2-135M-Instruct through ``LlamaServer`` (2 CPU threads). Every LLM call is cached
+The LLM is SmolLM2-135M-Instruct through ``LlamaServer`` (1 CPU thread). Every LLM call is cached
 (``$PYTERRIER_TOT_CACHE/llm_cache.sqlite3``), so a rerun replays the games for free. The generator is trained on
 games over the first ``--train-queries`` queries of ``recipe.tuning_split`` (training queries the retriever was
 not fine-tuned on); validation is only played. Every number comes from ``pt.Experiment`` (ir_measures).
@@ -64,7 +64,7 @@ def main():
     ap.add_argument("--train-queries", type=int, default=6)
     ap.add_argument("--train-turns", type=int, default=1)
     ap.add_argument("--gen-steps", type=int, default=6)
-    ap.add_argument("--systems", default="random-lang,clarinet,random-expl,eig,kl")
+    ap.add_argument("--systems", default="random-lang,clarinet,random-expl,eig,kl,clarinet-expl,eig-expl,kl-expl")
     args = ap.parse_args()
     t_start = time.perf_counter()
     ds = ptt.get_dataset("reddit-tomt-books")
@@ -148,7 +148,7 @@ def main():
         if "random-expl" in systems:
             run("random + explicit posterior", lambda: game("random + explicit", llm, RandomSelection(), expl,
                                                             qrels, args.turns, args.pool))
-        def clarinet_game():
+        def clarinet_game(posterior=None):
             t0 = time.perf_counter()
             g_train = game("train", llm, RandomSelection(), expl, train_qrels, args.train_turns, args.pool)
             kept = collect_questions(g_train, train)
@@ -163,7 +163,8 @@ def main():
             measured.setdefault("generator: train", payload["seconds"]["generator: train"])
             payload["generator"] = QuestionGenerator(path, cache=False).meta()
             print(f"generator: {payload['generator_data']} -> {path}", flush=True)
-            return game("clarinet", QuestionGenerator(path), RandomSelection(), lang, qrels, args.turns, 1)
+            return game("clarinet", QuestionGenerator(path), RandomSelection(), posterior or lang, qrels, args.turns,
+                        1)
 
         if "clarinet" in systems:
             run("CLARINET generator + language posterior", clarinet_game)
@@ -171,6 +172,13 @@ def main():
             if util in systems:
                 run(f"{util.upper()} + language posterior",
                     lambda u=util: game(u, llm, UtilitySelection(u, k=args.utility_k), lang, qrels, args.turns,
+                                        args.pool))
+        if "clarinet-expl" in systems:
+            run("CLARINET generator + explicit posterior", lambda: clarinet_game(expl))
+        for util in ("eig", "kl"):
+            if f"{util}-expl" in systems:
+                run(f"{util.upper()} + explicit posterior",
+                    lambda u=util: game(u, llm, UtilitySelection(u, k=args.utility_k), expl, qrels, args.turns,
                                         args.pool))
     write(payload, tables, args, t_start)
 
