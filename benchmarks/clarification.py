@@ -195,8 +195,10 @@ def write(payload, tables, args, t_start):
           "answer per question and candidate, likelihood from answer-embedding similarity). CLARINET generator: "
           f"SmolLM2 fine-tuned for {args.gen_steps} AdamW steps (batch 4) on the questions kept from random-question "
           f"games (explicit posterior) on {args.train_queries} training queries of the tuning slice x "
-          f"{args.train_turns} turn(s). CPU budget: 2 cores shared with three other jobs (load average 7-14 during "
-          f"the run); the LLM-bound work took {sum(payload.get('seconds_measured', {}).values()) / 60:.0f} min "
+          f"{args.train_turns} turn(s). CPU budget: 2 cores shared with three other jobs (load average 7-14 while "
+          "the language-posterior systems and random + explicit ran; the generator, EIG and KL with the explicit "
+          "posterior ran later on a quieter machine); the LLM-bound work took "
+          f"{sum(payload.get('seconds_measured', {}).values()) / 60:.0f} min "
           "(`seconds_measured` in the JSON, per system), a replay from the cache a few minutes.", ""]
     if tables:
         first = next(iter(tables.values())).iloc[0]
@@ -248,7 +250,8 @@ What this run shows is the weak LLM: SmolLM2-135M copies its few-shot examples (
 is the example's "small town or big city" question; the language posterior adds the example's "a dragon and a
 map"), its simulated answers invent details that are not in the book notes, and its posterior summaries drop
 most of the request, so every language-posterior system loses MRR after the first question (0.667 to 0.03-0.35),
-while the explicit posterior, which only re-weights the turn-0 candidates, loses least (0.583). The paper reports
+while the explicit posterior, which only re-weights the turn-0 candidates, loses least (0.53-0.58 for every
+selection: random 0.583, generator 0.556, EIG and KL 0.528). The paper reports
 the opposite order (language 0.512 > explicit 0.369) with gpt-3.5. With two candidates, EIG and KL rank the
 questions alike (both grow with how differently the two candidates answer), so they asked the same questions
 and tie; KL's turn-1 answers and all its LLM calls came from EIG's cache. The generator was trained for 6 steps
