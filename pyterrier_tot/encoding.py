@@ -80,7 +80,27 @@ def _vectors(vecs) -> np.ndarray:
     return np.asarray(vecs, dtype=np.float32)
 
 
-class SortedDocEncoder(pt.Transformer):
+class _DocVectorStage(pt.Transformer):
+    """``transform`` / ``transform_iter`` of a document encoder, over its ``encode(texts)``."""
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        with pta.validate.any(inp) as v:
+            v.document_frame(extra_columns=[self.text_field])
+            v.columns(includes=[self.text_field])
+        if len(inp) == 0:
+            return inp.assign(doc_vec=pd.Series([], dtype=object))
+        return inp.assign(doc_vec=list(self.encode(inp[self.text_field].tolist())))
+
+    def transform_iter(self, inp) -> Iterator[dict]:
+        # records in, records out: no DataFrame round trip for every chunk of an indexing run
+        docs = list(inp)
+        if not docs:
+            return iter([])
+        vecs = self.encode([d[self.text_field] for d in docs])
+        return iter([{**d, "doc_vec": vec} for d, vec in zip(docs, vecs)])
+
+
+class SortedDocEncoder(_DocVectorStage):
     """Adds ``doc_vec`` to a document frame like ``bi_encoder.doc_encoder()``, but encodes ``chunk_size``
     documents per model call, so that sentence-transformers' length sorting spans the whole chunk.
 
@@ -111,26 +131,13 @@ class SortedDocEncoder(pt.Transformer):
                                             normalize_embeddings=False, convert_to_numpy=True)
         return _vectors(vecs)
 
-    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        with pta.validate.any(inp) as v:
-            v.document_frame(extra_columns=[self.text_field])
-            v.columns(includes=[self.text_field])
-        if len(inp) == 0:
-            return inp.assign(doc_vec=pd.Series([], dtype=object))
-        return inp.assign(doc_vec=list(self.encode(inp[self.text_field].tolist())))
-
-    def transform_iter(self, inp) -> Iterator[dict]:
-        # records in, records out: no DataFrame round trip for every chunk of an indexing run
-        docs = list(inp)
-        vecs = self.encode([d[self.text_field] for d in docs])
-        return iter([{**d, "doc_vec": vec} for d, vec in zip(docs, vecs)])
 
     def __repr__(self):
         return (f"SortedDocEncoder({self.bi_encoder!r}, chunk_size={self.batch_size}, "
                 f"encode_batch_size={self.encode_batch_size})")
 
 
-class PooledDocEncoder(pt.Transformer):
+class PooledDocEncoder(_DocVectorStage):
     """Adds ``doc_vec`` to a document frame like ``bi_encoder.doc_encoder()``, encoding with one process per
     entry of ``devices`` (a sentence-transformers multi-process pool).
 
@@ -200,20 +207,6 @@ class PooledDocEncoder(pt.Transformer):
                                  show_progress_bar=False, normalize_embeddings=False)
         return _vectors(vecs)
 
-    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        with pta.validate.any(inp) as v:
-            v.document_frame(extra_columns=[self.text_field])
-            v.columns(includes=[self.text_field])
-        if len(inp) == 0:
-            return inp.assign(doc_vec=pd.Series([], dtype=object))
-        return inp.assign(doc_vec=list(self.encode(inp[self.text_field].tolist())))
-
-    def transform_iter(self, inp) -> Iterator[dict]:
-        docs = list(inp)
-        if not docs:
-            return iter([])
-        vecs = self.encode([d[self.text_field] for d in docs])
-        return iter([{**d, "doc_vec": vec} for d, vec in zip(docs, vecs)])
 
     def __repr__(self):
         return f"PooledDocEncoder({self.bi_encoder!r}, devices={self.devices!r})"
