@@ -82,8 +82,8 @@ def run_cols(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def model_folder(args, n_pairs: int) -> Path:
-    key = json.dumps([args.layers, args.source_tokens, args.lr, args.batch_size, args.train_minutes, n_pairs,
-                      args.seed])
+    parts = [args.layers, args.source_tokens, args.lr, args.batch_size, args.train_minutes, n_pairs, args.seed]
+    key = json.dumps(parts + ([args.epochs] if args.epochs != 1 else []))  # one epoch keeps the first run's key
     return cache_dir() / "models" / f"generative-smollm2-L{args.layers}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
 
 
@@ -109,7 +109,7 @@ def get_model(index, train, qrels, args, info: dict) -> gen.GenerativeRetriever:
     torch.manual_seed(args.seed)
     bb = gen.smollm2(layers=args.layers, train_top=args.layers)
     info["backbone"] = repr(bb)
-    stats = gen.train(bb, pairs, epochs=1, batch_size=args.batch_size, lr=args.lr,
+    stats = gen.train(bb, pairs, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                       max_source_tokens=args.source_tokens, checkpoint_dir=folder.with_name(folder.name + ".ckpt"),
                       checkpoint_every=20, max_seconds=args.train_minutes * 60, seed=args.seed)
     stats["epoch_share"] = round(stats["pairs_seen"] / len(pairs), 3)
@@ -133,6 +133,8 @@ def main():
     p.add_argument("--rerank-k", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--epochs", type=float, default=1.0, help="passes over the training pairs (capped by the time)")
+    p.add_argument("--name", default=NAME, help="results name (benchmarks/results/<name>.json/.md)")
     args = p.parse_args()
     # one thread: on two cores shared with other jobs, two OpenMP threads spin against each other (7x slower)
     torch.set_num_threads(args.threads)
@@ -306,7 +308,7 @@ need a stronger LLM than the local SmolLM2 server to be useful; (4) longer input
 {info['args']['source_tokens']} tokens). Reddit-TOMT has no outlines, so chapter-ids, the aggregation and the outline
 encoder are exercised only on the synthetic outlined corpus in ``tests/test_generative_outline.py``.
 """
-    _common.write_results(NAME, {**info, "validation_all": full, "validation_decoded_subset": on_subset,
+    _common.write_results(info["args"]["name"], {**info, "validation_all": full, "validation_decoded_subset": on_subset,
                                  "fusion": fusion}, md)
     print(md)
 
