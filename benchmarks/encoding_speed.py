@@ -130,7 +130,7 @@ def token_lengths(texts: list) -> dict:
             "share_over_256": round(float((lens > 256).mean()), 3), "max_seq_length": 256}
 
 
-def recall(ds, use_ft: bool) -> pd.DataFrame:
+def validation_experiment(ds, use_ft: bool) -> pd.DataFrame:
     index = ptt.BookIndex(ds)
     val, qrels = ds.get_topics("validation"), ds.get_qrels("validation")
     systems = {"BM25 (title+text, same run)": index.bm25(),
@@ -227,7 +227,7 @@ def main():
     payload["token_lengths"] = token_lengths(ptt.BookIndex(ds).field_text(FIELDS).tolist())  # the whole corpus
     payload["timing"] = timing(frame, args.repeats)
     payload["sweep"] = sweep(texts.sample(min(args.sweep_docs, len(texts)), random_state=0).tolist())
-    table = recall(ds, not args.no_ft)
+    table = validation_experiment(ds, not args.no_ft)
     print(table.to_string(index=False))
     payload["recall"] = table.to_dict("records")
     loads = [x for p in ("fp32", "bf16") for pair in payload["timing"][p]["load"] for x in pair]

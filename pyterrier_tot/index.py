@@ -16,12 +16,9 @@ Every folder is written atomically under an OS lock: a second process building t
 first and reuses its work, and what a killed build leaves is removed by the next. Every retriever checks its
 input, refuses empty queries with a message naming them, and warns (and counts) when a query finds nothing.
 
-A large corpus is streamed instead of held in memory (``stream=True``; the default for TREC ToT and for any
-dataset offering only ``get_corpus_iter``): see :mod:`pyterrier_tot.corpus_store`. Its pages go from the
-dataset's iterator into ``corpus.jsonl`` with a progress bar, and from there into the PISA and dense indexes;
-``books_of``, ``docnos``, ``text_loader`` and every retriever work as before, reading only the pages asked for,
-while ``corpus`` and ``field_text`` (the whole corpus as a frame / series) raise
-:class:`~pyterrier_tot.errors.StreamedCorpusError`.
+A large corpus is streamed to ``corpus.jsonl`` instead of held in memory (``stream=True``, the default for TREC
+ToT and datasets offering only ``get_corpus_iter``; see :mod:`pyterrier_tot.corpus_store`): retrievers read only
+the pages asked for, and ``corpus`` / ``field_text`` raise :class:`~pyterrier_tot.errors.StreamedCorpusError`.
 """
 from __future__ import annotations
 
