@@ -154,6 +154,54 @@ def test_request_key_covers_model_messages_params_version():
                 request_key("a", m, {"temperature": 1}, "v1"), request_key("a", m, {"temperature": 0}, "v2")}) == 5
 
 
+def test_cache_identity_is_the_model_file_not_the_alias(tmp_path, monkeypatch):
+    """Issue 22.1: two GGUF files served under the same alias never share answers; the same file on another
+    port does."""
+    from pyterrier_tot.llm.llama_server import LlamaServer, gguf_identity
+
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path / "cache"))
+    a, b = tmp_path / "a.gguf", tmp_path / "other.gguf"
+    a.write_bytes(b"GGUF" + b"\x01" * 64)
+    b.write_bytes(b"GGUF" + b"\x02" * 64)
+    assert gguf_identity(a) == gguf_identity(a) != gguf_identity(b)
+    assert LlamaServer(a).identity.startswith("gguf:a.gguf:sha256:")
+    msgs = load_prompt("rewrite").messages("a fox in a boat")
+    with OpenAIStub(responder) as stub:
+        port = int(stub.base_url.rsplit(":", 1)[1].split("/")[0])
+        first = LlamaServer(a, port=port).llm(cache=tmp_path / "llm.sqlite3", verbose=False)
+        first.chat(msgs)
+        other = LlamaServer(b, port=port).llm(cache=tmp_path / "llm.sqlite3", verbose=False)
+        other.chat(msgs)
+        assert (other.usage.calls, other.usage.cache_hits) == (1, 0) and stub.requests == 2
+        again = LlamaServer(a, port=port).llm(cache=tmp_path / "llm.sqlite3", verbose=False)
+        again.chat(msgs)
+        assert (again.usage.calls, again.usage.cache_hits) == (0, 1)
+    # the same file served on another port finds its answers (the port is not part of its identity)
+    moved = LlamaServer(a, port=9).llm(cache=tmp_path / "llm.sqlite3", verbose=False)
+    assert moved.chat(msgs) == "REWRITTEN a fox in a boat" and moved.usage.calls == 0
+
+
+def test_cache_identity_of_a_remote_model_holds_its_endpoint(tmp_path):
+    """Issue 22.1: an answer cached from one endpoint is not served for a dead one (which fails loudly)."""
+    from pyterrier_tot.llm.client import default_identity
+
+    msgs = load_prompt("rewrite").messages("a fox in a boat")
+    with OpenAIStub(responder) as stub:
+        live = LLM(model="local", base_url=stub.base_url, cache=tmp_path / "c.sqlite3", verbose=False)
+        live.chat(msgs)
+    dead = LLM(model="local", base_url="http://127.0.0.1:9/v1", cache=tmp_path / "c.sqlite3", verbose=False)
+    with pytest.raises(LLMConfigurationError, match="cannot reach"):
+        dead.chat(msgs)
+    assert dead.usage.cache_hits == 0
+    assert default_identity("m", "HTTP://Host:8/v1/") == "m@http://host:8/v1"
+    assert default_identity("gpt-4o-mini", None) == "gpt-4o-mini@https://api.openai.com/v1"
+    assert "pw" not in default_identity("m", "http://user:pw@host/v1")
+    pinned = LLM(model="local", base_url="http://127.0.0.1:9/v1", identity="snapshot-1", cache=False)
+    assert pinned.identity == "snapshot-1"
+    with pytest.raises(ValueError, match="identity"):
+        LLM(model="local", base_url="http://127.0.0.1:9/v1", identity="  ", cache=False)
+
+
 def test_configuration_errors_are_loud_and_fast(tmp_path, monkeypatch):
     monkeypatch.delenv("PYTERRIER_TOT_LLM_MODEL", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -269,7 +317,8 @@ def test_persistent_failures_become_na_with_warning_and_counter(tmp_path):
     topics.loc[2, "query"] = "garbage request about a heron"
     poison = topics.loc[4, "query"]
     with OpenAIStub(responder, always_fail=lambda m: m[-1]["content"].endswith(poison)) as stub:
-        llm = make_llm(stub, tmp_path, max_retries=2, backoff=0.01)
+        # one identity for both servers: the healed one stands for the same model restarted elsewhere
+        llm = make_llm(stub, tmp_path, max_retries=2, backoff=0.01, identity="stub-model")
         dec = ClueDecomposer(llm, "extractive", "joint")
         with pytest.warns(UserWarning, match="failed"):
             out = dec(topics)
@@ -281,7 +330,8 @@ def test_persistent_failures_become_na_with_warning_and_counter(tmp_path):
     # failures are not cached: the next run asks again (and only for those)
     before = stub.requests
     with OpenAIStub(responder) as healed:
-        llm2 = LLM(model="stub", base_url=healed.base_url, api_key="k", cache=tmp_path / "cache.sqlite3", verbose=False)
+        llm2 = LLM(model="stub", base_url=healed.base_url, api_key="k", cache=tmp_path / "cache.sqlite3", verbose=False,
+                   identity="stub-model")
         out2 = ClueDecomposer(llm2, "extractive", "joint")(topics)
     assert healed.requests == 1 and before > 0
     assert out2.loc[4, "clue_plot"] is not None

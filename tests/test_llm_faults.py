@@ -122,7 +122,8 @@ def test_fault_injection_loses_no_query_and_counts_the_rest(tmp_path):
 def test_circuit_breaker_stops_with_counts_and_a_rerun_resumes(tmp_path):
     broken = set(TOPICS["query"].iloc[6:])
     with OpenAIStub(responder, always_fail=lambda m: m[-1]["content"].removeprefix("Request: ") in broken) as stub:
-        llm = make_llm(stub, tmp_path, concurrency=1, max_retries=1, backoff=0.01, max_consecutive_failures=5)
+        llm = make_llm(stub, tmp_path, concurrency=1, max_retries=1, backoff=0.01, max_consecutive_failures=5,
+                       identity="stub-model")  # the healed server below stands for the same model restarted
         t0 = time.monotonic()
         with pytest.raises(LLMUnavailableError, match="5 requests in a row failed") as err:
             ClueDecomposer(llm, strategy="joint")(TOPICS)
@@ -134,7 +135,7 @@ def test_circuit_breaker_stops_with_counts_and_a_rerun_resumes(tmp_path):
     assert "asked 24, answered 6, failed 5, not sent 13" in msg and "q0, q1" in msg and "q6, q7" in msg
     assert stub.requests == 6 + 5 * 2  # nothing sent after the breaker opened
     with OpenAIStub(responder) as healed:  # the rerun asks only what was not answered
-        llm2 = make_llm(healed, tmp_path, concurrency=1)
+        llm2 = make_llm(healed, tmp_path, concurrency=1, identity="stub-model")
         ClueDecomposer(llm2, strategy="joint")(TOPICS)
     assert healed.requests == 18 and llm2.usage.cache_hits == 6
 

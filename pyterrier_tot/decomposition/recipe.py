@@ -259,23 +259,43 @@ def recipe_experts(index, fine_tuned: Optional[str] = None) -> Tuple[Dict[str, p
     return experts, base_name, candidate_experts
 
 
+def _with_extra(experts: Dict[str, pt.Transformer],
+                extra_experts: Optional[Dict[str, pt.Transformer]]) -> Dict[str, pt.Transformer]:
+    for name, expert in (extra_experts or {}).items():
+        if name in experts:
+            raise ValueError(f"extra expert {name!r} has the name of a recipe expert; recipe experts are "
+                             f"{list(experts)}")
+        if not isinstance(expert, pt.Transformer):
+            raise TypeError(f"extra expert {name!r} must be a pt.Transformer (scorer mode), "
+                            f"not {type(expert).__name__}")
+        experts[name] = expert
+    return experts
+
+
 def build_pipeline(index, fine_tuned: Optional[str] = None, decomposer: Optional[pt.Transformer] = None,
-                   weights=None, k: int = BASE_K, expert_k: int = EXPERT_K) -> DecompositionPipeline:
+                   weights=None, k: int = BASE_K, expert_k: int = EXPERT_K,
+                   extra_experts: Optional[Dict[str, pt.Transformer]] = None) -> DecompositionPipeline:
     """decomposer (default the rule extractor) >> candidates >> the recipe's experts >> fuser (``weights``: a
-    dict, a list or a saved fuser; default all 1)."""
+    dict, a list or a saved fuser; default all 1). ``extra_experts``: more name → scorer-mode experts (e.g. a
+    generative retriever's scores) that the fuser weighs beside the recipe's own; they do not add candidates."""
     from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor
 
     experts, base_name, cands = recipe_experts(index, fine_tuned)
+    experts = _with_extra(experts, extra_experts)
     weights = str(weights) if isinstance(weights, Path) else weights
     return decomposition_pipeline(index, decomposer if decomposer is not None else RuleClueExtractor(),
                                   experts=experts, base=experts[base_name].retriever(k), k=k, expert_k=expert_k,
                                   candidate_experts=cands, weights=weights)
 
 
-def _weights_path(ds_name: str, index, fine_tuned: Optional[str], n: int, seed: int, k: int, expert_k: int) -> Path:
+def _weights_path(ds_name: str, index, fine_tuned: Optional[str], n: int, seed: int, k: int, expert_k: int,
+                  extra_experts: Optional[Dict[str, pt.Transformer]] = None) -> Path:
     # the corpus fingerprint is part of the key: weights fitted on one corpus are not reused for another
-    key = json.dumps([ds_name, getattr(index, "fingerprint", None), Path(fine_tuned).name if fine_tuned else None,
-                      n, seed, k, expert_k, FIT_METRIC])
+    parts = [ds_name, getattr(index, "fingerprint", None), Path(fine_tuned).name if fine_tuned else None,
+             n, seed, k, expert_k, FIT_METRIC]
+    if extra_experts:  # absent for the plain recipe, so weights cached before the option are found again
+        parts.append({name: repr(e) for name, e in extra_experts.items()})
+    key = json.dumps(parts)
     return cache_dir() / "models" / f"fuser-{ds_name}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
 
 
@@ -288,16 +308,17 @@ def _same_queries(feats: Optional[pd.DataFrame], tuning: pd.DataFrame, who: str)
 
 def fitted_weights(dataset, index, fine_tuned: Optional[str] = None, n: int = TUNING_QUERIES,
                    seed: int = TUNING_SEED, k: int = BASE_K, expert_k: int = EXPERT_K, refit: bool = False,
-                   verbose: bool = False, feats: Optional[pd.DataFrame] = None) -> Path:
+                   verbose: bool = False, feats: Optional[pd.DataFrame] = None,
+                   extra_experts: Optional[Dict[str, pt.Transformer]] = None) -> Path:
     """The saved fuser of the recipe: weights fitted (coordinate ascent, Recall@5) on the tuning slice with rule
     clues, reused from the cache unless ``refit``. Returns the path for ``decomposition_pipeline(weights=...)``.
     ``feats``: the tuning slice's candidates with one min-max, neutral-0 column per expert (as
     :meth:`WeightedFuser.features` or :meth:`LearnedFuser.features` make them), so the experts need not run
-    again."""
-    path = _weights_path(dataset.name, index, fine_tuned, n, seed, k, expert_k)
+    again. ``extra_experts``: as in :func:`build_pipeline`, fitted with the rest."""
+    path = _weights_path(dataset.name, index, fine_tuned, n, seed, k, expert_k, extra_experts)
     if path.exists() and not refit:
         return path
-    dp = build_pipeline(index, fine_tuned, k=k, expert_k=expert_k)
+    dp = build_pipeline(index, fine_tuned, k=k, expert_k=expert_k, extra_experts=extra_experts)
     tuning, qrels = train_data(dataset, "tuning", n, seed)
     _same_queries(feats, tuning, "fitted_weights")
     if feats is not None:
@@ -317,18 +338,22 @@ def fitted_weights(dataset, index, fine_tuned: Optional[str] = None, n: int = TU
 def tuned_pipeline(dataset, index=None, fine_tuned: Union[bool, str, None] = True,
                    decomposer: Optional[pt.Transformer] = None, train: bool = True,
                    k: int = BASE_K, expert_k: int = EXPERT_K, refit: bool = False,
-                   verbose: bool = True) -> DecompositionPipeline:
+                   verbose: bool = True,
+                   extra_experts: Optional[Dict[str, pt.Transformer]] = None) -> DecompositionPipeline:
     """The recipe's decomposition pipeline over ``dataset`` (a ToT dataset with train topics and qrels), ready to
     run: fine-tuned base (``True``: get or train it; a path: that model; ``False``/``None``: zero-shot MiniLM),
-    rule clues (or ``decomposer``), weights fitted on the tuning slice. Offline; cached after the first call."""
+    rule clues (or ``decomposer``), weights fitted on the tuning slice. Offline; cached after the first call.
+    ``extra_experts``: name → scorer-mode expert fused beside the recipe's (weights fitted on the slice too)."""
     from pyterrier_tot.index import BookIndex
 
     index = index if index is not None else BookIndex(dataset)
     if fine_tuned is True:
         fine_tuned = fine_tuned_base(dataset, train=train, verbose=verbose)
     fine_tuned = _as_path(fine_tuned) if fine_tuned else None
-    weights = fitted_weights(dataset, index, fine_tuned, k=k, expert_k=expert_k, refit=refit, verbose=False)
-    return build_pipeline(index, fine_tuned, decomposer, weights=weights, k=k, expert_k=expert_k)
+    weights = fitted_weights(dataset, index, fine_tuned, k=k, expert_k=expert_k, refit=refit, verbose=False,
+                             extra_experts=extra_experts)
+    return build_pipeline(index, fine_tuned, decomposer, weights=weights, k=k, expert_k=expert_k,
+                          extra_experts=extra_experts)
 
 
 #: LambdaMART settings tried by 5-fold cross-validation on the tuning slice (300 queries over-fit easily).

@@ -27,6 +27,14 @@ their retries, the batch stops and raises :class:`LLMUnavailableError` with the 
 failed, not sent) instead of turning every remaining request into N/A; answers already received are in the
 cache, so a rerun resumes. ``max_consecutive_failures=None`` turns it off.
 
+Cache identity: the cache key holds ``identity``, which says *which model answers*, not only what it is
+called: by default the model name and the endpoint (``gpt-4o-mini@https://api.openai.com/v1``), so two
+servers that both call their model "local" never share answers, and an answer cached from one endpoint is
+never served for another (a dead port is asked, and fails loudly). :meth:`LlamaServer.llm` passes the GGUF
+file's content hash instead of the port, so a restarted server on another port keeps its cache and another
+GGUF file under the same alias does not. Pass ``identity=...`` to pin it yourself (e.g. a model snapshot
+name behind a load balancer).
+
 The API key is held by the HTTP client only: it is not part of the cache key, the cache rows, ``repr`` or any
 message (a server error that echoes it is scrubbed); user name and password in ``base_url`` are masked in
 ``repr``.
@@ -126,6 +134,18 @@ def _safe_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", ""))
 
 
+#: The endpoint of ``base_url=None`` (the OpenAI client's default).
+OPENAI_ENDPOINT = "https://api.openai.com/v1"
+
+
+def default_identity(model: str, base_url: Optional[str]) -> str:
+    """``model@endpoint``: the cache identity of a model behind an OpenAI-compatible URL (credentials and query
+    strings masked, trailing slash dropped, scheme and host lower-cased)."""
+    parts = urlsplit(base_url or OPENAI_ENDPOINT)
+    url = urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path.rstrip("/"), parts.query, ""))
+    return f"{model}@{_safe_url(url)}"
+
+
 class _Truncated(ValueError):
     """An answer cut short by the token limit that the caller's ``validate`` rejected (retried)."""
 
@@ -139,11 +159,15 @@ class LLM:
                  max_retries: int = 4, backoff: float = 0.5, max_backoff: float = 20.0, concurrency: int = 4,
                  cache: Union[bool, str, Path, LLMCache] = True, verbose: bool = True,
                  health_check: Optional[Callable[[], Optional[str]]] = None,
-                 max_consecutive_failures: Optional[int] = 10):
+                 max_consecutive_failures: Optional[int] = 10, identity: Optional[str] = None):
         self.model = model or os.environ.get(ENV_MODEL)
         if not self.model:
             raise LLMConfigurationError(f"LLM needs a model name: pass model=... or set ${ENV_MODEL}")
         self.base_url = base_url or os.environ.get(ENV_BASE_URL) or None
+        if identity is not None and (not isinstance(identity, str) or not identity.strip()):
+            raise ValueError(f"LLM: identity must be a non-empty string, not {identity!r}")
+        #: what the cache key says answered: the model and its endpoint unless given (see the module notes)
+        self.identity = identity or default_identity(self.model, self.base_url)
         key = api_key or os.environ.get(ENV_API_KEY)
         if not key:
             if self.base_url is None:
@@ -248,7 +272,7 @@ class LLM:
               validate: Optional[Callable[[str], bool]] = None) -> str:
         params = self.params(**overrides)
         self._count(requests=1)
-        key = request_key(self.model, messages, params, prompt_version)
+        key = request_key(self.identity, messages, params, prompt_version)
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:
@@ -283,7 +307,7 @@ class LLM:
                 continue
             self._count(prompt_tokens=ptok, completion_tokens=ctok)
             if self.cache is not None:
-                self.cache.put(key, self.model, answer, ptok, ctok)
+                self.cache.put(key, self.identity, answer, ptok, ctok)
             return answer
 
     def chat_many(self, requests: Sequence[Messages], prompt_version: Union[None, str, Sequence[str]] = None,

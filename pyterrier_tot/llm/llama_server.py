@@ -11,10 +11,16 @@ Example::
 manager waits until ``/v1/models`` answers and stops the process on exit (terminate, then kill). Needs the
 ``llm`` extra: ``pip install 'pyterrier-tot[llm]'`` (llama-cpp-python builds from source, several minutes).
 A server you already run needs none of this: ``LLM(model=..., base_url="http://host:port/v1")``.
+
+The LLM that :meth:`LlamaServer.llm` returns caches answers under the GGUF file's content hash
+(:func:`gguf_identity`), not the alias or the port: another GGUF file never gets this one's answers, and the
+same file served again (any port) finds them.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import os
 import socket
 import subprocess
@@ -48,6 +54,38 @@ def default_gguf() -> Path:
     return path
 
 
+def gguf_identity(path: Union[str, Path]) -> str:
+    """``gguf:<name>:sha256:<hex>``: the content hash of a model file, the cache identity of a local server.
+    Hashing a 1 GB file takes seconds, so the hash is remembered per (path, size, mtime) in the cache folder."""
+    from pyterrier_tot._util import cache_dir
+
+    p = Path(path).resolve()
+    st = p.stat()
+    memo_key = f"{p}|{st.st_size}|{st.st_mtime_ns}"
+    memo_file = cache_dir() / "gguf_hashes.json"
+    try:
+        memo = json.loads(memo_file.read_text(encoding="utf8"))
+    except (OSError, ValueError):
+        memo = {}
+    digest = memo.get(memo_key) if isinstance(memo, dict) else None
+    if not digest:
+        h = hashlib.sha256()
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                h.update(block)
+        digest = h.hexdigest()
+        memo = memo if isinstance(memo, dict) else {}
+        memo[memo_key] = digest
+        try:
+            memo_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = memo_file.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(memo), encoding="utf8")
+            os.replace(tmp, memo_file)
+        except OSError:
+            pass  # a read-only cache folder only costs hashing again
+    return f"gguf:{p.name}:sha256:{digest}"
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -70,6 +108,7 @@ class LlamaServer:
         self.extra_args = list(extra_args)
         self._proc: Optional[subprocess.Popen] = None
         self._log = None
+        self._identity: Optional[str] = None
 
     @property
     def base_url(self) -> str:
@@ -150,11 +189,20 @@ class LlamaServer:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def identity(self) -> str:
+        """The cache identity of this server's answers: the GGUF file's content hash (:func:`gguf_identity`)."""
+        if self._identity is None:
+            self._identity = gguf_identity(self.model_path)
+        return self._identity
+
     def llm(self, **kwargs):
-        """An :class:`~pyterrier_tot.llm.client.LLM` talking to this server (keyword arguments go to ``LLM``)."""
+        """An :class:`~pyterrier_tot.llm.client.LLM` talking to this server (keyword arguments go to ``LLM``);
+        its cache identity is the GGUF file's content hash, whatever the alias and port."""
         from pyterrier_tot.llm.client import LLM
         kwargs.setdefault("concurrency", 1)  # llama_cpp.server answers one request at a time
         kwargs.setdefault("health_check", self.dead_reason)
+        kwargs.setdefault("identity", self.identity)
         return LLM(model=self.alias, base_url=self.base_url, api_key="no-key", **kwargs)
 
     def __enter__(self) -> "LlamaServer":
