@@ -13,15 +13,15 @@ from pyterrier_tot.errors import (ToTError, ModelUnavailableError, DatasetUnavai
                                   LLMFailure, TerrierUnavailableError, CoverImageError, BadInputError,
                                   UnknownDocnoError, BadInputTypeError, LockTimeoutError, NoResultsWarning,
                                   UnknownDocnoWarning, LLMUnavailableError,
-                                  StreamedCorpusError)
-from pyterrier_tot.normalise import Normalise, normalise_scores
+                                  StreamedCorpusError, CorruptArtifactError)
+from pyterrier_tot.normalise import Normalise, normalise_scores, linear_fusion
 from pyterrier_tot.datasets import get_dataset, list_datasets
 from pyterrier_tot.datasets.books import Book, BOOK_FIELDS, parse_year
 from pyterrier_tot.index import BookIndex, tokenise_query
 from pyterrier_tot.models import resolve_model, load_biencoder, BiEncoderModel
-from pyterrier_tot.retrievers import SafeRetriever, DenseRetriever, DenseScorer, TextLoader
+from pyterrier_tot.retrievers import SafeRetriever, DenseRetriever, DenseScorer, BM25Scorer, TextLoader
 from pyterrier_tot.evaluation import (TOT_MEASURES, SHORT_MEASURES, CURVE_MEASURES, tot_experiment, recall_curves,
-                                      plot_recall_at_k, write_trec_run, read_trec_run)
+                                      plot_recall_at_k, write_trec_run, read_trec_run, parse_measures)
 from pyterrier_tot.query import (HedgeRemover, hedge_statistics, NegationPenalty, LLMQueryRewriter, HyDE,
                                  ClueConcatenator, rm3_pipeline, terrier_available, terrier_status)
 from pyterrier_tot.llm import LLM, LLMUsage, LLMCache, LlamaServer, load_prompt, available_prompts
@@ -51,14 +51,14 @@ __all__ = [
     "ToTError", "ModelUnavailableError", "DatasetUnavailableError", "LLMConfigurationError", "LLMFailure",
     "TerrierUnavailableError", "CoverImageError", "BadInputError", "UnknownDocnoError",
     "BadInputTypeError", "LockTimeoutError", "NoResultsWarning", "UnknownDocnoWarning", "LLMUnavailableError",
-    "StreamedCorpusError",
+    "StreamedCorpusError", "CorruptArtifactError",
     # data and indexes
     "get_dataset", "list_datasets", "Book", "BOOK_FIELDS", "parse_year", "BookIndex", "tokenise_query",
     "resolve_model", "load_biencoder", "BiEncoderModel", "SafeRetriever", "DenseRetriever", "DenseScorer",
-    "TextLoader", "Normalise", "normalise_scores",
+    "BM25Scorer", "TextLoader", "Normalise", "normalise_scores", "linear_fusion",
     # evaluation
     "TOT_MEASURES", "SHORT_MEASURES", "CURVE_MEASURES", "tot_experiment", "recall_curves", "plot_recall_at_k",
-    "write_trec_run", "read_trec_run",
+    "write_trec_run", "read_trec_run", "parse_measures",
     # query stages
     "HedgeRemover", "hedge_statistics", "NegationPenalty", "LLMQueryRewriter", "HyDE", "ClueConcatenator",
     "rm3_pipeline", "terrier_available", "terrier_status",

@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 import pyterrier as pt
 
 from pyterrier_tot._util import file_lock
+from pyterrier_tot.errors import CorruptArtifactError
 
 META_FILE = "pt_meta.json"
 PACKAGE_HINT = "pyterrier-tot"
@@ -33,12 +34,51 @@ PACKAGE_HINT = "pyterrier-tot"
 RESERVED = ("type", "format", "package_hint", "pyterrier_tot_version", "created")
 
 
+def in_cache(path: Union[str, Path]) -> bool:
+    """Whether ``path`` lies in the library's own cache folder (which the library may rebuild on its own)."""
+    from pyterrier_tot._util import cache_dir
+
+    try:
+        Path(path).resolve().relative_to(cache_dir().resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def damaged(path: Union[str, Path], what: str, why: object, rebuild: str = "") -> CorruptArtifactError:
+    """The error for a damaged artifact folder: names the folder and the file, and says what to do."""
+    todo = (f"delete the folder (rm -r {str(path)!r}) and build it again" + (f" ({rebuild})" if rebuild else ""))
+    if in_cache(path):
+        todo += "; it is in the library's cache, so building it again from its source replaces it on its own"
+    return CorruptArtifactError(f"{path}: {what} is damaged ({why}); the folder was half-written, edited or "
+                                f"truncated. To fix it: {todo}")
+
+
 def read_meta(path: Union[str, Path]) -> Dict[str, Any]:
-    """The ``pt_meta.json`` of an artifact folder (raises ``FileNotFoundError`` naming the folder)."""
+    """The ``pt_meta.json`` of an artifact folder (raises ``FileNotFoundError`` naming the folder, or
+    :class:`~pyterrier_tot.errors.CorruptArtifactError` when the file is not a JSON object)."""
     f = Path(path) / META_FILE
     if not f.is_file():
         raise FileNotFoundError(f"{path} is not a saved pyterrier_tot artifact (no {META_FILE})")
-    return json.loads(f.read_text(encoding="utf8"))
+    try:
+        meta = json.loads(f.read_text(encoding="utf8"))
+    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError is a ValueError
+        raise damaged(path, META_FILE, e) from None
+    if not isinstance(meta, dict):
+        raise damaged(path, META_FILE, f"a JSON {type(meta).__name__}, not an object")
+    return meta
+
+
+def own_meta(folder: Union[str, Path], artifact_type: str) -> Optional[Dict[str, Any]]:
+    """The artifact-specific keys of ``folder``'s ``pt_meta.json`` when it is a sound artifact of
+    ``artifact_type``; None when it is absent, damaged or of another type (callers then build it anew)."""
+    try:
+        meta = read_meta(folder)
+    except (FileNotFoundError, CorruptArtifactError):
+        return None
+    if meta.get("type") != artifact_type:
+        return None
+    return {k: v for k, v in meta.items() if k not in RESERVED}
 
 
 def write_meta(folder: Union[str, Path], artifact_type: str, artifact_format: str, **meta: Any) -> Dict[str, Any]:

@@ -86,4 +86,9 @@ class StreamedCorpusError(ToTError, RuntimeError):
 __all__ = ["ToTError", "ModelUnavailableError", "DatasetUnavailableError", "LLMConfigurationError", "LLMFailure",
            "TerrierUnavailableError", "CoverImageError", "BadInputError", "UnknownDocnoError", "BadInputTypeError",
            "NoResultsWarning", "UnknownDocnoWarning", "LockTimeoutError",
-           "LLMUnavailableError", "StreamedCorpusError"]
+           "LLMUnavailableError", "StreamedCorpusError", "CorruptArtifactError"]
+
+
+class CorruptArtifactError(ToTError, ValueError):
+    """A saved folder (index, model, fuser, ...) whose files are damaged: a half-written or edited
+    ``pt_meta.json`` or corpus. The message names the folder and the file, and says how to rebuild it."""

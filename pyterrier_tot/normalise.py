@@ -1,4 +1,12 @@
-"""Per-query score normalisation, written once and used by the experts, the reranker and the fuser."""
+"""Per-query score normalisation, written once and used by the experts, the reranker and the fuser.
+
+PyTerrier's ``+`` adds raw scores: ``0.7 * bm25 + 0.3 * dense`` adds BM25 scores (about 5-40) to cosines (about
+0-1), so the sum is BM25's ranking. Put each system on one scale first, ``0.7 * (bm25 >> Normalise()) + 0.3 *
+(dense >> Normalise())``, which :func:`linear_fusion` writes for you::
+
+    fused = ptt.linear_fusion(bm25, dense, weights=[0.7, 0.3])            # min-max per query, then the sum
+    rrf = ptt.linear_fusion(bm25, dense, normalise="rr")                 # reciprocal-rank fusion (k = 60)
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -59,3 +67,29 @@ class Normalise(pt.Transformer):
 
     def __repr__(self):
         return f"Normalise({self.method!r})" if self.method != "rr" else f"Normalise('rr', rr_k={self.rr_k})"
+
+
+def linear_fusion(*systems: pt.Transformer, weights=None, normalise: str = "minmax",
+                  rr_k: float = 60.0) -> pt.Transformer:
+    """``w1 * (s1 >> Normalise(normalise)) + w2 * (s2 >> Normalise(normalise)) + ...``: a weighted sum of rankings
+    on one scale, built from PyTerrier's own operators (so ``pt.inspect`` and ``%`` see through it). ``weights``
+    default to 1 each; ``normalise``: ``minmax`` (default), ``zscore``, ``rr`` (reciprocal-rank fusion) or
+    ``none`` (raw scores, only for systems already on one scale). A book one system did not return counts 0 there
+    (PyTerrier's ``+``), which is the bottom of the min-max and RR scales."""
+    if len(systems) < 2:
+        raise ValueError(f"linear_fusion needs at least two systems, got {len(systems)}")
+    bad = [i for i, t in enumerate(systems) if not isinstance(t, pt.Transformer)]
+    if bad:
+        raise TypeError(f"linear_fusion: system(s) at position {bad} are not pt.Transformers "
+                        f"({[type(systems[i]).__name__ for i in bad]})")
+    weights = [1.0] * len(systems) if weights is None else [float(w) for w in weights]
+    if len(weights) != len(systems):
+        raise ValueError(f"linear_fusion: {len(weights)} weights for {len(systems)} systems")
+    if not all(np.isfinite(weights)):
+        raise ValueError(f"linear_fusion: weights must be finite numbers, got {weights}")
+    norm = Normalise(normalise, rr_k)  # validates the method name
+    parts = [t if normalise == "none" else t >> norm for t in systems]
+    fused = weights[0] * parts[0]
+    for w, part in zip(weights[1:], parts[1:]):
+        fused = fused + w * part
+    return fused

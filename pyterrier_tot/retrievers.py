@@ -13,13 +13,16 @@ import os
 import re
 import sys
 import tempfile
+import warnings
 from typing import List, Optional, Tuple
 
+import numpy as np
 import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot.errors import BadInputError, UnknownDocnoError  # noqa: F401  (re-exported)
+from pyterrier_tot._util import empty_scored
+from pyterrier_tot.errors import BadInputError, NoResultsWarning, UnknownDocnoError  # noqa: F401  (re-exported)
 from pyterrier_tot.policy import (
     add_ranks,
     check_query_frame,
@@ -195,10 +198,7 @@ class DenseScorer(pt.Transformer):
         pta.validate.result_frame(inp, extra_columns=["query"])
         cols = _scored_columns(inp.columns)
         if len(inp) == 0:
-            out = inp.drop(columns=["score", "rank"], errors="ignore").copy()
-            out["score"] = pd.Series(dtype=float)
-            out["rank"] = pd.Series(dtype=int)
-            return out[cols]
+            return empty_scored(inp)[cols]
         check_result_frame(inp, repr(self), "query")
         unknown = unknown_docnos(inp, self.known, repr(self), self.unknown_docnos)
         if unknown.any():
@@ -218,6 +218,43 @@ class DenseScorer(pt.Transformer):
 
     def subtransformers(self):
         return {"query_encoder": self.query_encoder, "scorer": self.scorer}
+
+
+class BM25Scorer(pt.Transformer):
+    """Re-scores a result frame by BM25: each query's top ``depth`` books are retrieved once and joined onto its
+    rows, so the frame keeps every row in its order (a scorer for ``>>``, ``**`` and ``+``). A book below the
+    depth, or sharing no term with the query, scores 0.0: exact when ``depth`` covers the corpus (the default of
+    :meth:`BookIndex.bm25_scorer` on an in-memory corpus). Unknown docnos raise (``unknown_docnos="nan"``:
+    NaN with a warning)."""
+
+    def __init__(self, retriever: pt.Transformer, known: pd.Index, label: str, unknown_docnos: str = "raise"):
+        self.retriever = retriever
+        self.known = known
+        self.label = label
+        self.unknown_docnos = check_unknown_docnos_arg(unknown_docnos)
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        pta.validate.result_frame(inp, extra_columns=["query"])
+        cols = _scored_columns(inp.columns)
+        if len(inp) == 0:
+            return empty_scored(inp)[cols]
+        check_result_frame(inp, repr(self), "query")
+        unknown = np.asarray(unknown_docnos(inp, self.known, repr(self), self.unknown_docnos))
+        with warnings.catch_warnings():  # a query sharing no term with any book scores 0.0 everywhere: not news
+            warnings.simplefilter("ignore", NoResultsWarning)
+            res = self.retriever(inp[["qid", "query"]].drop_duplicates("qid"))
+        found = res[["qid", "docno", "score"]].drop_duplicates(["qid", "docno"])
+        out = inp.drop(columns=["score", "rank"], errors="ignore").merge(found, on=["qid", "docno"], how="left")
+        out["score"] = out["score"].astype(float).fillna(0.0)
+        out.loc[unknown, "score"] = np.nan
+        return add_ranks(out)[cols + [c for c in out.columns if c not in cols]]
+
+    def __repr__(self):
+        return self.label if self.unknown_docnos == "raise" else \
+            f"{self.label[:-1]}, unknown_docnos={self.unknown_docnos!r})"
+
+    def subtransformers(self):
+        return {"retriever": self.retriever}
 
 
 class TextLoader(pt.Transformer):

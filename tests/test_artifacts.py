@@ -95,3 +95,32 @@ def _fake(tmp_path):
     folder.mkdir()
     write_meta(folder, "fuser_weights", "json")
     return folder
+
+
+def test_a_damaged_folder_names_itself_and_the_fix(tiny_frame, tmp_path, monkeypatch):
+    """Issue 22.8: a half-written pt_meta.json or corpus raised a bare JSONDecodeError naming no path."""
+    ptt.BookIndex(tiny_frame, path=tmp_path / "idx")
+    (tmp_path / "idx" / "pt_meta.json").write_text('{"type": "book_ind')  # cut short mid-write
+    with pytest.raises(ptt.CorruptArtifactError, match=r"idx: pt_meta.json is damaged .*rm -r") as e:
+        ptt.BookIndex(tmp_path / "idx")
+    assert isinstance(e.value, ValueError)
+    # building over it: a folder the user named is never overwritten unasked
+    with pytest.raises(ptt.CorruptArtifactError, match="idx"):
+        ptt.BookIndex(tiny_frame, path=tmp_path / "idx")
+    ptt.BookIndex(tiny_frame, path=tmp_path / "idx2")
+    corpus = tmp_path / "idx2" / "corpus.jsonl"
+    corpus.write_text(corpus.read_text()[:-40])
+    with pytest.raises(ptt.CorruptArtifactError, match=r"idx2: corpus.jsonl is damaged"):
+        ptt.BookIndex(tmp_path / "idx2")
+    weights = WeightedFuser(weights=[1.0, 2.0], names=["a", "b"]).save(tmp_path / "w")
+    (weights / "weights.json").write_text("{\"names\": [")
+    with pytest.raises(ptt.CorruptArtifactError, match=r"w: weights.json is damaged"):
+        WeightedFuser.load(weights)
+    # the library's own cache: rebuilt, with a warning
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path / "cache"))
+    cached = ptt.BookIndex(tiny_frame)
+    (cached.path / "pt_meta.json").write_text("")
+    with pytest.warns(UserWarning, match="damaged; rebuilding"):
+        again = ptt.BookIndex(tiny_frame)
+    assert len(again.bm25()(_q(("1", "dragon")))) > 0
+    assert ptt.BookIndex(cached.path).fingerprint == again.fingerprint

@@ -133,7 +133,7 @@ class FieldExpert(pt.Transformer):
     def _get_scorer(self):
         if self._scorer is None:
             if self.backend == "bm25":
-                self._scorer = self.retriever(self.scorer_depth)
+                self._scorer = self.index.bm25_scorer(self.book_fields, depth=self.scorer_depth, **self.bm25_kwargs)
             else:
                 self._scorer = self.index.dense_scorer(self.model, fields=self.book_fields, max_chars=self.max_chars)
         return self._scorer
@@ -186,15 +186,9 @@ class FieldExpert(pt.Transformer):
         run = self._queries_with_clue(queries)
         scored = pd.DataFrame(columns=["qid", "docno", "score"])
         if len(run) and not self.empty_field:
-            if self.backend == "bm25":
-                with warnings.catch_warnings():
-                    warnings.filterwarnings("ignore", message=".*no results for.*")
-                    res = self._get_scorer()(run[["qid", "query"]])
-                scored = res[["qid", "docno", "score"]]
-            else:
-                cands = inp.loc[inp["qid"].isin(run["qid"]) & ~unknown, ["qid", "docno"]].merge(
-                    run[["qid", "query"]], on="qid")
-                scored = self._get_scorer()(cands)[["qid", "docno", "score"]]
+            cands = inp.loc[inp["qid"].isin(run["qid"]) & ~unknown, ["qid", "docno"]].merge(
+                run[["qid", "query"]], on="qid")
+            scored = self._get_scorer()(cands)[["qid", "docno", "score"]]
         out = out.drop(columns=["score", "rank"], errors="ignore").merge(
             scored.drop_duplicates(["qid", "docno"]), on=["qid", "docno"], how="left")
         out["score"] = out["score"].astype(float).fillna(0.0)

@@ -186,7 +186,9 @@ class LearnedFuser(pt.Transformer):
         all the held-out rankings. Returns the best overrides (the first on ties) and the table of all."""
         import ir_measures
 
-        measure = ir_measures.parse_measure(metric)
+        from pyterrier_tot.evaluation import parse_measure
+
+        measure = parse_measure(metric)
         qids = np.array(sorted(feats["qid"].astype(str).unique()))
         np.random.default_rng(seed).shuffle(qids)
         fold_of = dict(zip(qids, np.arange(len(qids)) % folds))

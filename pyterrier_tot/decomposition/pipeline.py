@@ -21,6 +21,7 @@ from __future__ import annotations
 import warnings
 from typing import Dict, List, Optional, Sequence, Union
 
+import numpy as np
 import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
@@ -74,9 +75,18 @@ class CandidateUnion(pt.Transformer):
     expert finds a book has no rows: one ``NoResultsWarning`` names it (counted in ``empty_results``)."""
 
     def __init__(self, base: pt.Transformer, retrievers: Sequence[pt.Transformer] = (), k: int = 100,
-                 expert_k: int = 20):
+                 expert_k: int = 20, names: Optional[Sequence[str]] = None):
+        bad = [i for i, r in enumerate([base, *retrievers]) if not isinstance(r, pt.Transformer)]
+        if bad:
+            raise TypeError(f"CandidateUnion: base and retrievers must be pt.Transformers; position(s) {bad} are not")
+        for what, v in (("k", k), ("expert_k", expert_k)):
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"CandidateUnion: {what} must be a positive integer, not {v!r}")
         self.base = base
         self.retrievers = list(retrievers)
+        self.names = list(names) if names is not None else None
+        if self.names is not None and len(self.names) != len(self.retrievers):
+            raise ValueError(f"CandidateUnion: {len(self.names)} names for {len(self.retrievers)} retrievers")
         self.k = k
         self.expert_k = expert_k
         self.empty_results = 0
@@ -121,7 +131,10 @@ class CandidateUnion(pt.Transformer):
         return pt.model.add_ranks(out)[cols]
 
     def __repr__(self):
-        return f"CandidateUnion({self.base!r} top {self.k} + {len(self.retrievers)} experts top {self.expert_k})"
+        if not self.retrievers:
+            return f"CandidateUnion({self.base!r} top {self.k})"
+        who = ", ".join(self.names) if self.names is not None else f"{len(self.retrievers)} experts"
+        return f"CandidateUnion({self.base!r} top {self.k} + {who} top {self.expert_k})"
 
 
 class DecompositionPipeline(pt.Transformer):
@@ -156,17 +169,27 @@ class DecompositionPipeline(pt.Transformer):
     def transform_outputs(self, inp_columns: List[str]) -> List[str]:
         return pt.inspect.transformer_outputs(self.pipeline, inp_columns)
 
-    def without(self, *names: str) -> "DecompositionPipeline":
-        """The same pipeline without the named experts (their weights dropped; candidates unchanged)."""
+    def without(self, *names: str, candidates: bool = True) -> "DecompositionPipeline":
+        """The same pipeline without the named experts: their weights go, and (``candidates=True``, the default)
+        so do the books only their retrievals added to the candidates. ``candidates=False`` keeps the candidate
+        set as it is and drops the weights only. The base retriever's candidates always stay."""
         unknown = [n for n in names if n not in self.experts]
         if unknown:
             raise KeyError(f"no expert(s) {unknown}; experts are {list(self.experts)}")
         keep = [i for i, n in enumerate(self.fuser.names) if n not in names]
+        if not keep:
+            raise ValueError(f"without{names}: no expert would be left to score the candidates")
         fuser = WeightedFuser([self.fuser.experts[i] for i in keep], [self.fuser.weights[i] for i in keep],
                               [self.fuser.normalise[i] for i in keep], [self.fuser.neutral[i] for i in keep],
                               [self.fuser.names[i] for i in keep], self.fuser.rr_k)
         experts = {n: e for n, e in self.experts.items() if n not in names}
-        return DecompositionPipeline(self.decomposer, self.candidates, experts, fuser)
+        cands = self.candidates
+        if candidates:
+            dropped = [self.experts[n] for n in names]
+            kept = [i for i, r in enumerate(cands.retrievers) if not any(r is d for d in dropped)]
+            cands = CandidateUnion(cands.base, [cands.retrievers[i] for i in kept], k=cands.k, expert_k=cands.expert_k,
+                                   names=None if cands.names is None else [cands.names[i] for i in kept])
+        return DecompositionPipeline(self.decomposer, cands, experts, fuser)
 
     def __repr__(self):
         return f"DecompositionPipeline({self.decomposer!r} >> {self.candidates!r} >> {self.fuser!r})"
@@ -209,9 +232,14 @@ def decomposition_pipeline(index, decomposer: Optional[pt.Transformer] = None,
         base = experts.get("base") or base_expert(index, "dense")
     if candidate_experts is None:
         candidate_experts = [n for n, e in experts.items() if isinstance(e, FieldExpert) and e.field != "query"]
+    unknown = [n for n in candidate_experts if n not in experts]
+    if unknown:
+        raise KeyError(f"candidate_experts {unknown} are not experts; experts are {names}")
     retrievers = [experts[n] for n in candidate_experts]
-    candidates = CandidateUnion(base, retrievers, k=k, expert_k=expert_k)
-    if isinstance(weights, str):
+    candidates = CandidateUnion(base, retrievers, k=k, expert_k=expert_k, names=list(candidate_experts))
+    if isinstance(weights, str) and set(WeightedFuser.load(weights).names) == set(names):
+        fuser = WeightedFuser.load(weights, experts)  # matched by name, whatever the order
+    elif isinstance(weights, str):
         fuser = WeightedFuser.load(weights, list(experts.values()))
         if fuser.names != names:
             warnings.warn(f"weights file names {fuser.names} differ from experts {names}; using the experts' "

@@ -41,8 +41,9 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._artifact import ToTArtifact, building, read_meta
+from pyterrier_tot._artifact import ToTArtifact, building, damaged, read_meta
 from pyterrier_tot._util import require_columns
+from pyterrier_tot.decomposition._fast_eval import FastEvaluator
 from pyterrier_tot.normalise import METHODS, normalise_scores
 from pyterrier_tot.policy import check_result_frame
 
@@ -61,11 +62,9 @@ def _as_list(value, n: int, what: str) -> list:
 
 
 def _parse_measure(metric):
-    import ir_measures
+    from pyterrier_tot.evaluation import parse_measure
 
-    if isinstance(metric, str):
-        metric = ir_measures.parse_measure(metric)
-    return metric
+    return parse_measure(metric)
 
 
 def empty_fused(inp: pd.DataFrame) -> pd.DataFrame:
@@ -79,26 +78,43 @@ def empty_fused(inp: pd.DataFrame) -> pd.DataFrame:
 class WeightedFuser(pt.Transformer):
     """Weighted sum of normalised expert scores (see module docs).
 
-    :param experts: transformers run as scorers on the candidate frame (or ``None`` to read ``features``)
+    :param experts: transformers run as scorers on the candidate frame, as a list or a dict name → expert (or
+        ``None`` to read ``features``)
     :param weights: one per expert / feature (default all 1.0)
     :param normalise: a method or one per expert: ``minmax``, ``zscore``, ``rr``, ``none``
     :param neutral: value of a missing score after normalisation (a float or one per expert)
-    :param names: labels for the experts (default their ``repr``)
+    :param names: labels for the experts (default the dict's keys, or their ``repr``)
     """
 
-    def __init__(self, experts: Optional[Sequence[pt.Transformer]] = None, weights: Optional[Sequence[float]] = None,
-                 normalise: Union[str, Sequence[str]] = "minmax", neutral: Union[float, Sequence[float]] = 0.0,
-                 names: Optional[Sequence[str]] = None, rr_k: float = 60.0):
+    def __init__(self, experts: Union[None, Sequence[pt.Transformer], Dict[str, pt.Transformer]] = None,
+                 weights: Optional[Sequence[float]] = None, normalise: Union[str, Sequence[str]] = "minmax",
+                 neutral: Union[float, Sequence[float]] = 0.0, names: Optional[Sequence[str]] = None,
+                 rr_k: float = 60.0):
+        if isinstance(experts, dict):
+            if names is not None and list(names) != list(experts):
+                raise ValueError(f"WeightedFuser: names {list(names)} differ from the experts' keys {list(experts)}")
+            names, experts = list(experts), list(experts.values())
         self.experts = list(experts) if experts is not None else None
+        for i, e in enumerate(self.experts or []):
+            if not isinstance(e, pt.Transformer):
+                raise TypeError(f"WeightedFuser: expert {i} ({names[i] if names else i!r}) must be a pt.Transformer, "
+                                f"not {type(e).__name__} {str(e)[:60]!r}")
         n = len(self.experts) if self.experts is not None else (len(weights) if weights is not None else None)
         if n is None:
             raise ValueError("WeightedFuser needs experts or weights (one per feature)")
         if n == 0:
             raise ValueError("WeightedFuser needs at least one expert")
         self.n = n
-        self.weights = np.asarray(weights if weights is not None else [1.0] * n, dtype=float)
-        if len(self.weights) != n:
-            raise ValueError(f"WeightedFuser: {len(self.weights)} weights for {n} experts")
+        try:
+            self.weights = np.asarray(weights if weights is not None else [1.0] * n, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"WeightedFuser: weights must be numbers, got {weights!r}") from None
+        if self.weights.ndim != 1 or len(self.weights) != n:
+            raise ValueError(f"WeightedFuser: {self.weights.size} weights for {n} experts")
+        if not np.isfinite(self.weights).all():
+            raise ValueError(f"WeightedFuser: weights must be finite, got {list(self.weights)}")
+        if not (isinstance(rr_k, (int, float)) and rr_k > 0):
+            raise ValueError(f"WeightedFuser: rr_k must be a positive number, not {rr_k!r}")
         self.normalise = _as_list(normalise, n, "normalisations")
         for m in self.normalise:
             if m not in METHODS:
@@ -202,7 +218,7 @@ class WeightedFuser(pt.Transformer):
         if "docno" not in cands.columns:
             raise ValueError("WeightedFuser.fit needs a candidate frame (with docno) or candidates=a retriever")
         feats = self.features(cands)
-        evaluator = _FastEvaluator(feats, qrels, self.names)
+        evaluator = FastEvaluator(feats, qrels, self.names)
         w = np.asarray(init if init is not None else self.weights, dtype=float).copy()
         best = evaluator.objective(w, measure)
         self.fit_history = [{"weights": w.tolist(), "objective": best}]
@@ -259,10 +275,19 @@ class WeightedFuser(pt.Transformer):
         return path
 
     @classmethod
-    def load(cls, path, experts: Optional[Sequence[pt.Transformer]] = None) -> "WeightedFuser":
+    def load(cls, path, experts: Union[None, Sequence[pt.Transformer], Dict[str, pt.Transformer]] = None
+             ) -> "WeightedFuser":
         """A fuser from weights written by :meth:`save` (a folder, a :class:`FuserWeights`, or the single JSON
-        file of earlier versions); ``experts`` must match the saved count and order."""
+        file of earlier versions); ``experts``: a list in the saved order, or a dict name → expert holding every
+        saved name (matched by name)."""
         d = _read_weights(path)
+        if isinstance(experts, dict):
+            missing = [n for n in d["names"] if n not in experts]
+            extra = [n for n in experts if n not in d["names"]]
+            if missing or extra:
+                raise ValueError(f"{path}: weights are saved for experts {d['names']}; the experts given "
+                                 f"lack {missing} and add {extra}")
+            experts = [experts[n] for n in d["names"]]
         if experts is not None and len(experts) != len(d["weights"]):
             raise ValueError(f"{path}: {len(d['weights'])} weights saved for {d['names']}, "
                              f"{len(experts)} experts given")
@@ -292,7 +317,11 @@ def _read_weights(path) -> Dict[str, Any]:
         if kind != FuserWeights.ARTIFACT_TYPE:
             raise ValueError(f"{path} holds a {kind!r} artifact, not fuser weights")
         path = path / WEIGHTS_FILE
-    d = json.loads(path.read_text(encoding="utf8"))
+    try:
+        d = json.loads(path.read_text(encoding="utf8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise damaged(path.parent if path.name == WEIGHTS_FILE else path, path.name, e, "WeightedFuser.fit + save") \
+            from None
     if not isinstance(d, dict) or "weights" not in d or "names" not in d:
         raise ValueError(f"{path} is not a saved WeightedFuser (no 'names' and 'weights')")
     return d
@@ -317,72 +346,8 @@ class FuserWeights(ToTArtifact):
         d = self.to_dict()
         return dict(zip(d["names"], d["weights"]))
 
-    def fuser(self, experts: Optional[Sequence[pt.Transformer]] = None) -> WeightedFuser:
-        """The fuser with these weights over ``experts`` (``None``: it reads a ``features`` column)."""
+    def fuser(self, experts: Union[None, Sequence[pt.Transformer], Dict[str, pt.Transformer]] = None
+              ) -> WeightedFuser:
+        """The fuser with these weights over ``experts`` (a list in the saved order, a dict name → expert, or
+        ``None``: it reads a ``features`` column); a mismatch raises here, naming the experts."""
         return WeightedFuser.load(Path(self.path), experts)
-
-
-class _FastEvaluator:
-    """Evaluates weight vectors on a cached feature frame with numpy (no re-running of experts)."""
-
-    def __init__(self, feats: pd.DataFrame, qrels: pd.DataFrame, names: Sequence[str]):
-        require_columns(qrels, ["qid", "docno"], "WeightedFuser.fit qrels")
-        q = qrels.copy()
-        if "label" not in q.columns:
-            q["label"] = 1
-        q["qid"] = q["qid"].astype(str)
-        q["docno"] = q["docno"].astype(str)
-        self.qrels = q
-        qids = feats["qid"].astype(str).to_numpy()
-        order = np.argsort(qids, kind="stable")
-        self.qid_sorted = qids[order]
-        self.X = feats[list(names)].to_numpy(dtype=float)[order]
-        self.docnos = feats["docno"].astype(str).to_numpy()[order]
-        rel = dict(zip(zip(q["qid"], q["docno"]), q["label"].astype(float)))
-        self.gain = np.array([rel.get(k, 0.0) for k in zip(self.qid_sorted, self.docnos)])
-        uq, self.starts = np.unique(self.qid_sorted, return_index=True)
-        self.uq = uq
-        # the mean runs over the queries of the candidate frame (qrels may cover a larger split)
-        self.n_queries = max(len(uq), 1)
-        self.n_rel = q[q["label"] > 0].groupby("qid").size().reindex(uq).fillna(0).to_numpy()
-        self.group = np.repeat(np.arange(len(uq)), np.diff(np.append(self.starts, len(self.qid_sorted))))
-        # deterministic tie-break by docno
-        self._tiebreak = pd.factorize(self.docnos, sort=True)[0]
-
-    def ranks(self, w: np.ndarray) -> np.ndarray:
-        s = self.X @ w
-        order = np.lexsort((self._tiebreak, -s, self.group))
-        ranks = np.empty(len(s), dtype=int)
-        pos = np.arange(len(s)) - self.starts[self.group[order]]
-        ranks[order] = pos + 1
-        return ranks
-
-    def measure(self, w: np.ndarray, measure) -> float:
-        ranks = self.ranks(np.asarray(w, dtype=float))
-        name, cutoff = measure.NAME, measure.params.get("cutoff")
-        rel = self.gain > 0
-        if name in ("R", "Success") and cutoff:
-            hit = np.bincount(self.group, weights=(rel & (ranks <= cutoff)).astype(float), minlength=len(self.uq))
-            if name == "Success":
-                per_q = (hit > 0).astype(float)
-            else:
-                per_q = np.divide(hit, self.n_rel, out=np.zeros_like(hit), where=self.n_rel > 0)
-            return float(per_q.sum() / self.n_queries)
-        if name == "RR":
-            rr = np.where(rel, 1.0 / ranks, 0.0)
-            if cutoff:
-                rr = np.where(ranks <= cutoff, rr, 0.0)
-            per_q = np.zeros(len(self.uq))
-            np.maximum.at(per_q, self.group, rr)
-            return float(per_q.sum() / self.n_queries)
-        import ir_measures
-
-        run = pd.DataFrame({"query_id": self.qid_sorted, "doc_id": self.docnos, "score": -ranks.astype(float)})
-        qrels = self.qrels.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"})
-        qrels["relevance"] = qrels["relevance"].astype(int)
-        return float(ir_measures.calc_aggregate([measure], qrels, run)[measure])
-
-    def objective(self, w: np.ndarray, measure) -> float:
-        from ir_measures import RR
-
-        return self.measure(w, measure) + 1e-3 * self.measure(w, RR)
