@@ -192,3 +192,50 @@ def test_topics_files(tmp_path):
         read_topics(tmp_path / "t.tsv")
     (tmp_path / "t.tsv").write_text("q1\ta dragon\tand a moon\n")
     assert read_topics(tmp_path / "t.tsv")["query"].tolist() == ["a dragon\tand a moon"]
+
+
+def test_shipped_configs_by_name(capsys):
+    """Issue 22.4: `pyterrier-tot index query_stage.toml` failed; shipped configs were reachable only from Python."""
+    assert main(["configs"]) == 0
+    listed = capsys.readouterr().out
+    assert "query_stage" in listed and "decomposition" in listed and "HedgeRemover" in listed
+    for name in ("query_stage", "query_stage.toml"):
+        cfg = load_config(name)
+        assert cfg.run_tag == "ptt_query_stage" and cfg.source == str(example_config("query_stage"))
+    with pytest.raises(FileNotFoundError, match="neither a file nor a shipped example config.*query_stage"):
+        load_config("no_such_config.toml")
+    assert main(["validate-run", "x.run", "--config", "no_such_config"]) == 2
+
+
+def test_evaluate_judges_what_it_says(tiny, capsys):
+    """Issue 22.4: a run over part of the topics was silently scored over every judged query."""
+    part = tiny / "part.txt"
+    part.write_text("q1 Q0 b2 1 2.0 part\n")
+    assert main(["evaluate", str(part), "--qrels", str(tiny / "qrels.txt"), "-o", str(tiny / "all.csv")]) == 0
+    err = capsys.readouterr().err
+    assert "answers 1 of the 3 judged queries" in err and "--topics" in err
+    assert pd.read_csv(tiny / "all.csv").loc[0, "RR"] == pytest.approx(1 / 3, abs=1e-4)
+    (tiny / "one.jsonl").write_text('{"qid": "q1", "query": "dragon"}\n')
+    assert main(["evaluate", str(part), "--qrels", str(tiny / "qrels.txt"), "--topics", str(tiny / "one.jsonl"),
+                 "-o", str(tiny / "one.csv")]) == 0
+    assert "judging the 1 judged topics" in capsys.readouterr().err
+    assert pd.read_csv(tiny / "one.csv").loc[0, "RR"] == pytest.approx(1.0)
+
+
+def test_validate_run_explains_and_fixes_pyterrier_ranks(tiny, tmp_path, capsys):
+    """Issue 22.4: a run written by pt.io.write_results (ranks from 0) was rejected with no way out."""
+    import pyterrier as pt
+
+    res = pd.DataFrame({"qid": ["q1", "q1", "q2"], "docno": ["b2", "b1", "b5"], "score": [3.0, 1.0, 2.0]})
+    run = tmp_path / "pt.run"
+    pt.io.write_results(pt.model.add_ranks(res), str(run), format="trec", run_name="ptrun")
+    assert main(["validate-run", str(run)]) == 1
+    assert "ranks start at 0" in capsys.readouterr().out
+    fixed = tmp_path / "fixed.run"
+    assert main(["validate-run", str(run), "--fix", "-o", str(fixed)]) == 0
+    assert [line.split()[3] for line in fixed.read_text().splitlines()] == ["1", "2", "1"]
+    assert main(["validate-run", str(run), "--fix"]) == 0  # in place
+    assert main(["validate-run", str(run)]) == 0
+    bad = tmp_path / "bad.run"
+    bad.write_text("q1 Q0 b2 0 1.0 t\nq1 Q0 b2 1 0.5 t\n")
+    assert main(["validate-run", str(bad), "--fix"]) == 1  # a repeated docno is not a rank problem: refused

@@ -1,10 +1,13 @@
 """The ``pyterrier-tot`` command (also ``python -m pyterrier_tot.submission.cli``).
 
+    pyterrier-tot configs                            list the shipped example configs (use them by name)
     pyterrier-tot index CONFIG                       build the index (and sub-indexes) the pipeline needs
     pyterrier-tot run CONFIG -o run.txt              run the pipeline on the topics → a checked TREC run file
-    pyterrier-tot validate-run run.txt [--config CONFIG | --topics FILE] [--corpus JSONL | --index DIR]
-    pyterrier-tot evaluate run.txt [...] (--config CONFIG | --qrels FILE)
+    pyterrier-tot validate-run run.txt [--config CONFIG | --topics FILE] [--corpus JSONL | --index DIR] [--fix]
+    pyterrier-tot evaluate run.txt [...] (--config CONFIG | --qrels FILE) [--topics FILE]
     pyterrier-tot experiment A.toml B.toml ... --output-dir DIR
+
+CONFIG is a TOML file or the name of a shipped example config (``pyterrier-tot index query_stage``).
 
 Exit status: 0 done, 1 the run file breaks a rule, 2 a bad config, input or argument.
 """
@@ -78,9 +81,18 @@ def cmd_run(args) -> int:
     return EXIT_OK if report.ok else EXIT_INVALID_RUN
 
 
+def cmd_configs(args) -> int:
+    from pyterrier_tot.submission.config import CONFIG_DIR, example_configs
+
+    print(f"shipped example configs (in {CONFIG_DIR}; pass the name wherever a CONFIG goes):")
+    for name, description in example_configs().items():
+        print(f"  {name:16s} {description}")
+    return EXIT_OK
+
+
 def cmd_validate(args) -> int:
     from pyterrier_tot.submission.config import read_topics
-    from pyterrier_tot.submission.run_checks import check_run
+    from pyterrier_tot.submission.run_checks import check_run, fix_ranks
 
     topics = docnos = None
     cfg = _config(args) if args.config else None
@@ -98,8 +110,14 @@ def cmd_validate(args) -> int:
         docnos = BookIndex(args.index)
     elif cfg is not None:
         docnos = cfg.book_index()
+    if args.output and (not args.fix or len(args.runs) != 1):
+        raise BadInputError("validate-run: -o/--output goes with --fix and one run file")
     status = EXIT_OK
     for run in args.runs:
+        if args.fix:
+            fixed = fix_ranks(run, args.output or run)
+            print(f"{run}: ranks renumbered 1, 2, 3, ... by descending score into {fixed}")
+            run = fixed
         report = check_run(run, topics=topics, corpus_docnos=docnos, max_per_query=args.max_per_query)
         print(report.summary())
         status = max(status, EXIT_OK if report.ok else EXIT_INVALID_RUN)
@@ -132,11 +150,29 @@ def cmd_evaluate(args) -> int:
         qrels = _config(args).qrels()
     else:
         raise BadInputError("evaluate needs --qrels FILE or --config CONFIG (whose dataset has qrels)")
-    # every judged query counts: one the run misses scores 0, as in trec_eval -c
-    qids = sorted(qrels["qid"].astype(str).unique())
+    runs = [read_trec_run(r).assign(qid=lambda d: d["qid"].astype(str)) for r in args.runs]
+    judged = sorted(qrels["qid"].astype(str).unique())
+    if args.topics:
+        from pyterrier_tot.submission.config import read_topics
+
+        wanted = set(read_topics(args.topics)["qid"])
+        qids = [q for q in judged if q in wanted]
+        if not qids:
+            raise BadInputError(f"evaluate: none of the {len(wanted)} topics in {args.topics} has judgements")
+        print(f"evaluate: judging the {len(qids)} judged topics of {args.topics} "
+              f"({len(wanted) - len(qids)} of its topics have no judgements)", file=sys.stderr)
+    else:
+        # every judged query counts: one the run misses scores 0, as in trec_eval -c
+        qids = judged
+        for path, run in zip(args.runs, runs):
+            answered = len(set(run["qid"]) & set(judged))
+            if answered < len(judged):
+                print(f"evaluate: WARNING: {Path(path).name} answers {answered} of the {len(judged)} judged "
+                      f"queries; the other {len(judged) - answered} score 0 in every measure. To judge only the "
+                      "queries you ran, pass --topics TOPICS_FILE", file=sys.stderr)
     topics = pd.DataFrame({"qid": qids, "query": qids})
-    systems = [pt.Transformer.from_df(read_trec_run(r).assign(qid=lambda d: d["qid"].astype(str)), uniform=False)
-               for r in args.runs]
+    qrels = qrels[qrels["qid"].astype(str).isin(qids)]
+    systems = [pt.Transformer.from_df(run, uniform=False) for run in runs]
     names = [Path(r).name for r in args.runs]
     table = tot_experiment(systems, topics, qrels, names=names, baseline=0 if len(systems) > 1 else None)
     _write_table(table, args.output)
@@ -172,6 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 "and evaluate pipelines described by TOML configs (docs: submission.rst).")
     sub = p.add_subparsers(dest="command", required=True)
 
+    s = sub.add_parser("configs", help="list the shipped example configs (use one by name as CONFIG)")
+    s.set_defaults(func=cmd_configs)
+
     s = sub.add_parser("index", help="build the index a pipeline config needs")
     s.add_argument("config")
     s.add_argument("--index", help="index folder (default: the config's [index] path)")
@@ -196,6 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--corpus", help="corpus JSONL: every docno must be in it")
     s.add_argument("--index", help="BookIndex folder: every docno must be in its corpus")
     s.add_argument("--max-per-query", type=int, default=1000)
+    s.add_argument("--fix", action="store_true", help="renumber each query's ranks 1, 2, 3, ... by descending score "
+                   "(e.g. a run written by pt.io.write_results, which ranks from 0), then check")
+    s.add_argument("-o", "--output", help="with --fix: write the fixed run here instead of in place")
     s.set_defaults(func=cmd_validate)
 
     s = sub.add_parser("evaluate", help="the ToT measures of run files against qrels")
@@ -203,6 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--qrels", help="TREC qrels file")
     s.add_argument("--config", help="take the qrels from this config's dataset")
     s.add_argument("--split", help="dataset split instead of the config's")
+    s.add_argument("--topics", help="judge only these topics (JSONL or qid<TAB>query); default: every judged query, "
+                   "a query the run misses scoring 0 (trec_eval -c)")
     s.add_argument("-o", "--output", help="also write the table (.csv, .json or .md)")
     s.set_defaults(func=cmd_evaluate)
 

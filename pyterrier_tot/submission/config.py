@@ -292,14 +292,48 @@ class PipelineConfig:
         return chain(self.pipeline, "pipeline")
 
 
+#: The example configs shipped with the package (``pyterrier-tot configs`` lists them).
+CONFIG_DIR = Path(__file__).parent / "configs"
+
+
+def example_configs() -> Dict[str, str]:
+    """name → description of every shipped example config."""
+    out = {}
+    for path in sorted(CONFIG_DIR.glob("*.toml")):
+        with open(path, "rb") as f:
+            out[path.stem] = str(tomllib.load(f).get("description", ""))
+    return out
+
+
+def example_config(name: str) -> Path:
+    """The path of a shipped example config by name (``query_stage``, ``decomposition``, ``title_naming``)."""
+    path = CONFIG_DIR / f"{str(name).removesuffix('.toml')}.toml"
+    if not path.is_file():
+        raise KeyError(f"no example config {name!r}; available: {sorted(example_configs())}")
+    return path
+
+
+def _config_file(config: Union[str, os.PathLike]) -> Path:
+    """A config path as given, or else the shipped example of that name; neither raises naming both."""
+    path = Path(config)
+    if path.exists():
+        return path
+    if path.parent == Path(".") and (CONFIG_DIR / f"{path.name.removesuffix('.toml')}.toml").is_file():
+        return example_config(path.name)
+    raise FileNotFoundError(f"config {str(config)!r} is neither a file nor a shipped example config; shipped: "
+                            f"{', '.join(sorted(example_configs()))} (pyterrier-tot configs lists them)")
+
+
 def load_config(config: Union[str, os.PathLike, dict], base_dir: Union[str, os.PathLike, None] = None
                 ) -> PipelineConfig:
-    """Read and check a config (a TOML path, or the same as a dict): unknown keys, unknown stages, unknown
-    parameters and wrongly typed values raise :class:`ConfigError` naming the key. Nothing is built."""
+    """Read and check a config (a TOML path, the name of a shipped example config such as ``query_stage``, or
+    the same as a dict): unknown keys, unknown stages, unknown parameters and wrongly typed values raise
+    :class:`ConfigError` naming the key. Nothing is built."""
     source = None
     if isinstance(config, dict):
         data = config
     else:
+        config = _config_file(config)
         source = str(config)
         try:
             with open(config, "rb") as f:

@@ -34,7 +34,7 @@ import pandas as pd
 
 from pyterrier_tot.errors import BadInputError
 
-__all__ = ["RunFileError", "RunFailure", "RunReport", "check_run", "validate_run", "RULES", "TAG_PATTERN"]
+__all__ = ["RunFileError", "RunFailure", "RunReport", "check_run", "validate_run", "fix_ranks", "RULES", "TAG_PATTERN"]
 
 RULES = ("columns", "tag", "unique", "ranks", "scores", "depth", "topics", "corpus", "empty")
 TAG_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,25}$")
@@ -203,6 +203,11 @@ def check_run(run: Union[str, os.PathLike, pd.DataFrame], topics: Union[pd.DataF
 def _check_order(qid: str, rows: list, fail, ranks: bool = True) -> None:
     """Ranks 1..n without gaps or repeats, and scores non-increasing with rank: one failure per rule per query."""
     ranked = sorted((r for r in rows if r[0] is not None), key=lambda r: r[0])
+    if ranks and ranked and [r[0] for r in ranked] == list(range(len(ranked))):
+        fail(ranked[0][2], "ranks", f"qid {qid!r}: ranks start at 0 (pt.io.write_results keeps a frame's 0-based "
+                                    "ranks); TREC wants 1, 2, 3, ...: `pyterrier-tot validate-run --fix` renumbers "
+                                    "them, ptt.write_trec_run writes them so")
+        ranks = False
     for expected, (rank, _, lineno) in enumerate(ranked if ranks else [], 1):
         if rank != expected:
             what = "repeats a rank" if expected > 1 and rank == expected - 1 else f"should be rank {expected}"
@@ -214,6 +219,20 @@ def _check_order(qid: str, rows: list, fail, ranks: bool = True) -> None:
             fail(cur[2], "scores", f"qid {qid!r}: score {cur[1]} at rank {cur[0]} is above {prev[1]} at rank "
                                    f"{prev[0]} (line {prev[2]}); scores must not increase with rank")
             break
+
+
+def fix_ranks(run: Union[str, os.PathLike], output: Union[str, os.PathLike, None] = None) -> Path:
+    """Rewrite a run file with each query's ranks renumbered 1, 2, 3, ... by descending score (the file's order
+    breaks ties), through :func:`~pyterrier_tot.evaluation.write_trec_run`; ``output`` defaults to ``run``
+    itself. The run tag is kept; a file with several tags or unreadable lines is refused (fix those by hand)."""
+    from pyterrier_tot.evaluation import read_trec_run, write_trec_run
+
+    report = check_run(run)
+    broken = [f for f in report.failures if f.rule not in ("ranks", "scores")]
+    if broken:
+        raise RunFileError(RunReport(report.source, report.n_lines, report.n_queries, report.tag, broken))
+    res = read_trec_run(run)
+    return write_trec_run(res, output or run, run_name=report.tag, depth=None)
 
 
 def validate_run(run: Union[str, os.PathLike, pd.DataFrame], topics: Union[pd.DataFrame, Iterable[str], None] = None,
