@@ -267,6 +267,38 @@ def test_predictive_keeps_guesses(tmp_path):
     assert (out["clue_author"] == "Herman Melville").sum() == len(TOPICS) // 5
 
 
+def test_predictive_clues_that_copy_the_prompt_or_repeat_become_na(tmp_path):
+    """Issue 22.7: SmolLM2 answered the prompt's own few-shot genre and author for most queries, and stats_frame()
+    still reported 100% not-N/A."""
+    example_genre = load_prompt("predictive_genre").example_answers()[0]
+    topics = TOPICS.head(6).copy()
+    topics.loc[5, "query"] = "A fantasy adventure about magic for children's book club readers, fantasy all along."
+
+    def copier(messages):
+        kind, query = _SYSTEM[messages[0]["content"]], messages[-1]["content"].removeprefix("Request: ")
+        if kind == "genre":
+            return "horror" if query == topics.loc[4, "query"] else example_genre
+        return "Margaret Atwood" if query == topics.loc[0, "query"] else "Stephen King"
+
+    with OpenAIStub(copier) as stub:
+        dec = ClueDecomposer(make_llm(stub, tmp_path), "predictive", "per_field", fields=["genre", "author"])
+        with pytest.warns(UserWarning, match="copied a few-shot example"):
+            out = dec(topics)
+    assert out["clue_genre"].tolist() == [None, None, None, None, "horror", example_genre]  # the last is grounded
+    assert out["clue_author"].tolist() == ["Margaret Atwood"] + [None] * 5  # one author for 5 of 6 queries
+    st = dec.stats_frame()
+    assert st.loc["genre", "copied"] == 4 and st.loc["author", "repeated"] == 5
+    assert st.loc["genre", "pct_not_na"] == pytest.approx(100 * 2 / 6)
+    assert st.loc["author", "pct_not_na"] == pytest.approx(100 / 6)
+    with OpenAIStub(copier) as stub:  # below the batch size the repeat check needs, a repeated answer stays
+        few = ClueDecomposer(make_llm(stub, tmp_path, "c2.sqlite3"), "predictive", "per_field", fields=["author"])
+        assert few(topics.head(3))["clue_author"].tolist() == ["Margaret Atwood", "Stephen King", "Stephen King"]
+        assert ClueDecomposer(make_llm(stub, tmp_path, "c3.sqlite3"), "predictive", "per_field", fields=["author"],
+                              max_repeat_share=None)(topics)["clue_author"].notna().all()
+    with pytest.raises(ValueError, match="max_repeat_share"):
+        ClueDecomposer(None, "predictive", max_repeat_share=1.5)
+
+
 def test_reference_year_column_and_relative_dates(tmp_path):
     def years(messages):
         return json.dumps({"date": "about 15 years ago", "plot": "a fox"})

@@ -6,7 +6,7 @@ Example::
     from pyterrier_tot import ClueDecomposer, LLM
     dec = ClueDecomposer(LLM(model="gpt-4o-mini"), mode="extractive", strategy="per_field")
     clues = dec(topics)         # adds clue_title … clue_plot (None = N/A) and clue_year (Int64)
-    dec.stats                   # per field: asked, found, na, failed, unparsable, ungrounded
+    dec.stats                   # per field: asked, found, na, failed, unparsable, ungrounded, copied, repeated
 
 Modes:
 
@@ -22,6 +22,12 @@ Strategies: ``per_field`` asks one question per field (six calls a query, sent c
 The date clue is resolved to ``clue_year``, the latest possible publication year, with
 :func:`~pyterrier_tot.decomposition.date_resolver.latest_possible_year` ("15 years ago", "late 90s", "2002-2005");
 ``reference_year`` (an int, or the name of a column holding each query's year) anchors relative dates.
+
+Copied answers: small models often answer with a few-shot example of the prompt, or with one answer for every
+query. An answer equal (or, for long fields, nearly equal) to a few-shot example's answer for that field, or one
+that the same field got for more than ``max_repeat_share`` of a batch of at least four queries, becomes N/A and is
+counted as ``copied`` / ``repeated``, unless the query itself grounds it (a request that says "fantasy" may get
+the genre "fantasy" however often). ``stats_frame()`` shows them beside ``pct_not_na``.
 
 Failures never lose a query: a request that fails after the LLM's retries, or an answer that cannot be parsed,
 makes that field N/A, with a warning and a counter in ``stats``. When the LLM fails many requests in a row (its
@@ -54,7 +60,9 @@ from pyterrier_tot.policy import check_query_frame
 
 MODES = ("extractive", "predictive")
 STRATEGIES = ("per_field", "joint")
-_COUNTERS = ("asked", "found", "na", "failed", "unparsable", "ungrounded")
+_COUNTERS = ("asked", "found", "na", "failed", "unparsable", "ungrounded", "copied", "repeated")
+#: Batches smaller than this are not checked for one answer repeated across queries.
+MIN_REPEAT_BATCH = 4
 _WORD = re.compile(r"[0-9a-z]+(?:'[a-z]+)?")
 _LABEL = re.compile(r"^\s*(?:(?:the\s+)?(?:" + "|".join(CLUE_FIELDS) + r"|genres|answer|clue|output)"
                     r"(?:\s+clue)?\s*[:=-]\s*)", re.I)
@@ -110,6 +118,18 @@ def clean_answer(text: Optional[str], max_chars: int = 1500, field: Optional[str
     return s[:max_chars]
 
 
+def _norm(text: str) -> str:
+    return " ".join(_words(text))
+
+
+def _same(answer: str, example: str) -> bool:
+    """Equal after lower-casing and dropping punctuation; long answers (plots, covers) also when nearly equal."""
+    a, b = _norm(answer), _norm(example)
+    if a == b:
+        return True
+    return min(len(a), len(b)) >= 40 and difflib.SequenceMatcher(None, a, b).ratio() >= 0.9
+
+
 def parse_joint(text: Optional[str], fields: Sequence[str] = CLUE_FIELDS) -> Optional[Dict[str, Optional[str]]]:
     """The field → clue dict of a joint (JSON) answer; None when no field can be read from it."""
     if text is None:
@@ -148,7 +168,8 @@ class ClueDecomposer(pt.Transformer):
     def __init__(self, llm, mode: str = "extractive", strategy: str = "per_field",
                  fields: Sequence[str] = CLUE_FIELDS, grounding: float = 0.8,
                  reference_year: Union[int, str, None] = None, prompt_dir: Union[str, Path, None] = None,
-                 query_column: str = "query", max_query_chars: int = 6000, verbose: bool = True):
+                 query_column: str = "query", max_query_chars: int = 6000, verbose: bool = True,
+                 max_repeat_share: Optional[float] = 0.5):
         if mode not in MODES:
             raise ValueError(f"ClueDecomposer mode must be one of {MODES}, not {mode!r}")
         if strategy not in STRATEGIES:
@@ -161,10 +182,17 @@ class ClueDecomposer(pt.Transformer):
         self.grounding = float(grounding)
         self.reference_year, self.prompt_dir = reference_year, prompt_dir
         self.query_column, self.max_query_chars, self.verbose = query_column, int(max_query_chars), verbose
+        if max_repeat_share is not None and not 0 < float(max_repeat_share) <= 1:
+            raise ValueError(f"ClueDecomposer max_repeat_share must be in (0, 1] or None, not {max_repeat_share!r}")
+        self.max_repeat_share = None if max_repeat_share is None else float(max_repeat_share)
         if strategy == "joint":
             self.prompts = {"joint": load_prompt(f"joint_{mode}", prompt_dir)}
+            parsed = [parse_joint(a, self.fields) or {} for a in self.prompts["joint"].example_answers()]
+            self.examples = {f: [p[f] for p in parsed if p.get(f)] for f in self.fields}
         else:
             self.prompts = {f: load_prompt(f"{mode}_{f}", prompt_dir) for f in self.fields}
+            self.examples = {f: [c for a in self.prompts[f].example_answers() if (c := clean_answer(a, field=f))]
+                             for f in self.fields}
         self.reset_stats()
 
     # -- counters ---------------------------------------------------------------------------------------------
@@ -233,6 +261,7 @@ class ClueDecomposer(pt.Transformer):
                 else:
                     clues[f][i] = self._keep(f, clean_answer(ans, field=f), queries[i])
         for f in self.fields:
+            self._drop_repeats(f, clues[f], queries)
             col = clues[f]
             self.stats[f]["found"] += sum(c is not None for c in col)
             self.stats[f]["na"] += sum(c is None for c in col)
@@ -267,17 +296,40 @@ class ClueDecomposer(pt.Transformer):
     def _keep(self, field: str, clue: Optional[str], query: str) -> Optional[str]:
         if clue is None:
             return None
-        if self.mode == "extractive" and groundedness(clue, query) < self.grounding:
+        grounded = groundedness(clue, query) >= self.grounding
+        if self.mode == "extractive" and not grounded:
             self.stats[field]["ungrounded"] += 1
+            return None
+        if not grounded and any(_same(clue, ex) for ex in self.examples.get(field, ())):
+            self.stats[field]["copied"] += 1
             return None
         return clue
 
+    def _drop_repeats(self, field: str, col: List[Optional[str]], queries: List[str]) -> None:
+        """N/A (in place) for one ungrounded answer given to more than ``max_repeat_share`` of the batch."""
+        if self.max_repeat_share is None or len(col) < MIN_REPEAT_BATCH:
+            return
+        counts: Dict[str, int] = defaultdict(int)
+        for c in col:
+            if c is not None:
+                counts[_norm(c)] += 1
+        limit = max(2, self.max_repeat_share * len(col))
+        for i, c in enumerate(col):
+            if c is not None and counts[_norm(c)] > limit and groundedness(c, queries[i]) < self.grounding:
+                col[i] = None
+                self.stats[field]["repeated"] += 1
+
     def _warn(self, before: Dict[str, Dict[str, int]], n: int) -> None:
-        failed = sum(self.stats[f]["failed"] - before[f]["failed"] for f in self.fields)
-        bad = sum(self.stats[f]["unparsable"] - before[f]["unparsable"] for f in self.fields)
-        if failed or bad:
-            warnings.warn(f"{self!r}: over {n} queries, {failed} field answer(s) failed and {bad} could not be "
-                          f"parsed; those fields are N/A (counters in .stats)", stacklevel=2)
+        new = {c: sum(self.stats[f][c] - before[f][c] for f in self.fields)
+               for c in ("failed", "unparsable", "copied", "repeated")}
+        if new["failed"] or new["unparsable"]:
+            warnings.warn(f"{self!r}: over {n} queries, {new['failed']} field answer(s) failed and "
+                          f"{new['unparsable']} could not be parsed; those fields are N/A (counters in .stats)",
+                          stacklevel=3)
+        if new["copied"] or new["repeated"]:
+            warnings.warn(f"{self!r}: over {n} queries, {new['copied']} field answer(s) copied a few-shot example of "
+                          f"the prompt and {new['repeated']} repeated one answer across most of the batch; those "
+                          "fields are N/A (counters copied / repeated in .stats and stats_frame())", stacklevel=3)
 
     def __repr__(self):
         extra = "" if self.fields == CLUE_FIELDS else f", fields={list(self.fields)}"

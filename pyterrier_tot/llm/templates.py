@@ -46,6 +46,10 @@ class Prompt:
             raise ValueError(f"prompt {name!r} must end with a [user] message containing {PLACEHOLDER}")
         self.version = f"{name}:{hashlib.sha256(text.encode('utf8')).hexdigest()[:12]}"
 
+    def example_answers(self) -> List[str]:
+        """The assistant turns of the few-shot examples (what a model that copies its examples would answer)."""
+        return [m["content"] for m in self.template if m["role"] == "assistant"]
+
     def messages(self, query: str) -> List[Dict[str, str]]:
         out = [dict(m) for m in self.template]
         out[-1]["content"] = out[-1]["content"].replace(PLACEHOLDER, str(query).strip())
