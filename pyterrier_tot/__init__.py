@@ -15,6 +15,7 @@ from pyterrier_tot.errors import (ToTError, ModelUnavailableError, DatasetUnavai
                                   UnknownDocnoWarning, LLMUnavailableError,
                                   StreamedCorpusError, CorruptArtifactError)
 from pyterrier_tot.normalise import Normalise, normalise_scores, linear_fusion
+from pyterrier_tot.bars import set_progress, progress, progress_enabled
 from pyterrier_tot.datasets import get_dataset, list_datasets
 from pyterrier_tot.datasets.books import Book, BOOK_FIELDS, parse_year
 from pyterrier_tot.index import BookIndex, tokenise_query
@@ -56,6 +57,8 @@ __all__ = [
     "get_dataset", "list_datasets", "Book", "BOOK_FIELDS", "parse_year", "BookIndex", "tokenise_query",
     "resolve_model", "load_biencoder", "BiEncoderModel", "SafeRetriever", "DenseRetriever", "DenseScorer",
     "BM25Scorer", "TextLoader", "Normalise", "normalise_scores", "linear_fusion",
+    # progress output
+    "set_progress", "progress", "progress_enabled",
     # evaluation
     "TOT_MEASURES", "SHORT_MEASURES", "CURVE_MEASURES", "tot_experiment", "recall_curves", "plot_recall_at_k",
     "write_trec_run", "read_trec_run", "parse_measures",

@@ -28,6 +28,7 @@ import pandas as pd
 import pyterrier as pt
 
 from pyterrier_tot._util import require_columns
+from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.datasets.books import BOOK_FIELDS, Book, books_to_frame, parse_year
 from pyterrier_tot.errors import StreamedCorpusError, ToTError, UnknownDocnoError  # noqa: F401  (re-exported)
 from pyterrier_tot.policy import unknown_docnos
@@ -145,7 +146,7 @@ def write_stream(docs: Iterable, folder: Path, total: Optional[int] = None, desc
     docnos: List[bytes] = []
     offsets = [0]
     with open(tmp, "wb") as f:
-        for doc in pt.tqdm(docs, total=total, desc=desc, unit="doc"):
+        for doc in progress_bar(docs, total=total, desc=desc, unit="doc"):
             row = as_row(doc)
             docno = row["docno"].encode("utf8")
             digest.update(docno + b"\0" + row["title"].encode("utf8") + b"\0" + row["text"].encode("utf8") + b"\n")
@@ -366,4 +367,4 @@ class BookCorpus:
         """A streamed corpus shows its progress while an index is built (a small one is done in seconds)."""
         if self._store is None:
             return docs
-        return pt.tqdm(docs, total=len(self), desc=f"{self.name}: {desc}", unit="doc", file=file)
+        return progress_bar(docs, total=len(self), desc=f"{self.name}: {desc}", unit="doc", file=file)

@@ -351,7 +351,8 @@ class BookIndex(BookCorpus, ToTArtifact):
             with PooledDocEncoder(enc, pool) as pooled:
                 (pooled >> flex.indexer(mode="overwrite")).index(docs)
 
-        return pyterrier_dr.FlexIndex(str(self._ensure_part(sub, settings, "index.flex", build)))
+        # verbose=False: a bar per retrieval call (pyterrier-dr's "NumpyRetriever scoring") is noise in a pipeline
+        return pyterrier_dr.FlexIndex(str(self._ensure_part(sub, settings, "index.flex", build)), verbose=False)
 
     def dense(self, model=None, fields: FieldsArg = ("title", "text"), num_results: int = 1000,
               max_chars: Optional[int] = None, backend: str = "numpy", encoder=None, workers: int = 1,

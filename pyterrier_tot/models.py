@@ -139,7 +139,10 @@ def load_sentence_transformer(name=None, device: Optional[str] = None, precision
 def _load_sentence_transformer(name: Optional[str], device: Optional[str], precision: str = "fp32"):
     from sentence_transformers import SentenceTransformer
 
-    return _to_precision(SentenceTransformer(resolve_model(name), device=device or "cpu"), precision)
+    from pyterrier_tot.bars import quiet_loading
+
+    with quiet_loading():
+        return _to_precision(SentenceTransformer(resolve_model(name), device=device or "cpu"), precision)
 
 
 def load_biencoder(name=None, batch_size: int = 32, text_field: str = "text", device: Optional[str] = None,
@@ -156,8 +159,11 @@ def _load_biencoder(name: Optional[str], batch_size: int, text_field: str, devic
                     precision: str = "fp32"):
     import pyterrier_dr
 
+    from pyterrier_tot.bars import quiet_loading
+
     cls = pyterrier_dr.SBertBiEncoder if precision == "fp32" else _bf16_class()
-    enc = cls(resolve_model(name), batch_size=batch_size, text_field=text_field, device=device or "cpu")
+    with quiet_loading():
+        enc = cls(resolve_model(name), batch_size=batch_size, text_field=text_field, device=device or "cpu")
     enc.model = _to_precision(enc.model, precision)
     enc.model_name = name or DEFAULT_MODEL  # the repr shows what the user asked for, not a site-packages path
     return enc

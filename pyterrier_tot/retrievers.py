@@ -22,6 +22,7 @@ import pyterrier as pt
 import pyterrier_alpha as pta
 
 from pyterrier_tot._util import empty_scored
+from pyterrier_tot.bars import quiet_per_call_bars
 from pyterrier_tot.errors import BadInputError, NoResultsWarning, UnknownDocnoError  # noqa: F401  (re-exported)
 from pyterrier_tot.policy import (
     add_ranks,
@@ -207,7 +208,8 @@ class DenseScorer(pt.Transformer):
             out = inp.drop(columns=["score", "rank"], errors="ignore").merge(
                 scored[["qid", "docno", "score"]], on=["qid", "docno"], how="left")
             return add_ranks(out)[cols + [c for c in out.columns if c not in cols]]
-        out = self.scorer(self.query_encoder(inp))
+        with quiet_per_call_bars():  # pyterrier-dr's scorer draws a bar per call
+            out = self.scorer(self.query_encoder(inp))
         out = out.drop(columns=["query_vec", "docid"], errors="ignore")
         return out[cols + [c for c in out.columns if c not in cols]]
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
-import pyterrier as pt
 
 from pyterrier_tot._util import hub_reachable, is_offline
+from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.errors import ModelUnavailableError
 
 LONG_CLUE_MODES = ("chunk", "truncate")
@@ -243,7 +243,7 @@ class ClipModel:
         embs = []
         it = range(0, len(allrows), batch_size)
         if verbose:
-            it = pt.tqdm(it, desc="encoding clues", unit="batch")
+            it = progress_bar(it, desc="encoding clues", unit="batch")
         with torch.inference_mode():
             for s in it:
                 e = self.model.encode_text(allrows[s:s + batch_size].to(self.device), normalize=True)

@@ -25,10 +25,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
-import pyterrier as pt
 
 from pyterrier_tot._artifact import RESERVED, ToTArtifact, building
 from pyterrier_tot._util import is_missing
+from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.covers.clip_model import LONG_CLUE_MODES, ClipModel, _jsonable
 from pyterrier_tot.covers.cover_ranker import COVER_COLUMN
 from pyterrier_tot.covers.images import load_cover
@@ -259,7 +259,7 @@ class CoverClipTrainer:
         target_t = torch.as_tensor(tr.target)
         epochs = range(1, self.epochs + 1)
         if self.verbose:
-            epochs = pt.tqdm(epochs, desc="fine-tuning CLIP", unit="epoch")
+            epochs = progress_bar(epochs, desc="fine-tuning CLIP", unit="epoch", training=True)
         for epoch in epochs:
             m.model.train()
             order = rng.permutation(len(tr))

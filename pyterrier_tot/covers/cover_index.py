@@ -18,10 +18,10 @@ from typing import Any, Dict, Iterable, List, Optional, Union
 
 import numpy as np
 import pandas as pd
-import pyterrier as pt
 
 from pyterrier_tot._artifact import ToTArtifact, building
 from pyterrier_tot._util import require_columns
+from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.covers.clip_model import ClipModel, _jsonable
 from pyterrier_tot.covers.images import blank_cover, load_cover
 from pyterrier_tot.errors import CoverImageError
@@ -107,7 +107,7 @@ class CoverIndex(ToTArtifact):
         blank = model.encode_images([blank_cover(blank_size)])[0]
         it = range(0, n, batch_size)
         if verbose:
-            it = pt.tqdm(it, desc="embedding covers", unit="batch")
+            it = progress_bar(it, desc="embedding covers", unit="batch")
         for s in it:
             imgs, rows = [], []
             for i in range(s, min(s + batch_size, n)):

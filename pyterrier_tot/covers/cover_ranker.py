@@ -23,6 +23,7 @@ import pyterrier as pt
 import pyterrier_alpha as pta
 
 from pyterrier_tot._util import is_missing
+from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.covers.clip_model import LONG_CLUE_MODES, ClipModel
 from pyterrier_tot.covers.cover_index import CoverIndex
 from pyterrier_tot.covers.images import blank_cover
@@ -159,7 +160,7 @@ class CoverRanker(pt.Transformer):
         rows = inp.reset_index(drop=True)
         it = rows.iterrows()
         if self.verbose:
-            it = pt.tqdm(it, total=len(rows), desc="CoverRanker", unit="q")
+            it = progress_bar(it, total=len(rows), desc="CoverRanker", unit="q")
         for _, q in it:
             clue = q[COVER_COLUMN]
             if is_missing(clue):

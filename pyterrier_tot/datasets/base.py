@@ -9,6 +9,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 import pandas as pd
 import pyterrier as pt
 
+from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.datasets.books import Book, book_iter, books_to_frame
 
 __all__ = ["BookDataset", "read_jsonl", "read_trec_qrels"]
@@ -86,7 +87,7 @@ class BookDataset(pt.datasets.Dataset):
         """PyTerrier corpus iterator: dicts with ``docno`` and the book fields (or only ``fields``)."""
         it = book_iter(self._books, fields)
         if verbose:
-            it = pt.tqdm(it, total=len(self._books), desc=f"{self.name} books")
+            it = progress_bar(it, total=len(self._books), desc=f"{self.name} books", unit="book")
         return pt.utils.GeneratorLen(it, len(self._books)) if hasattr(pt.utils, "GeneratorLen") else it
 
     def get_topics(self, variant: Optional[str] = None) -> pd.DataFrame:

@@ -5,9 +5,9 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
 import pandas as pd
-import pyterrier as pt
 
 from pyterrier_tot._util import shared_data_dir
+from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.datasets.base import BookDataset, read_jsonl, read_trec_qrels
 from pyterrier_tot.datasets.books import Book
 from pyterrier_tot.errors import DatasetUnavailableError
@@ -75,7 +75,7 @@ class TrecTot(BookDataset):
         if fields is not None:
             it = ({k: d.get(k, "") for k in ["docno", *fields]} for d in it)
         if verbose:
-            it = pt.tqdm(it, total=self.docs_count(), desc=f"{self.name} pages", unit="doc")
+            it = progress_bar(it, total=self.docs_count(), desc=f"{self.name} pages", unit="doc")
         return it
 
     def _check_split(self, split):

@@ -43,6 +43,7 @@ import pyterrier_alpha as pta
 
 from pyterrier_tot._artifact import ToTArtifact, building, damaged, read_meta
 from pyterrier_tot._util import require_columns
+from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.decomposition._fast_eval import FastEvaluator
 from pyterrier_tot.normalise import METHODS, normalise_scores
 from pyterrier_tot.policy import check_result_frame
@@ -178,7 +179,7 @@ class WeightedFuser(pt.Transformer):
             return [mat[:, j] for j in range(self.n)]
         keys = base[["qid", "docno"]]
         out = []
-        for expert in pt.tqdm(self.experts, desc="experts", disable=len(self.experts) < 4 or len(base) < 5000):
+        for expert in progress_bar(self.experts, desc="fuser: experts", min_items=4, disable=len(base) < 5000):
             res = expert(base.copy())
             if len(res):
                 require_columns(res, ["qid", "docno", "score"], f"output of {expert!r}")

@@ -54,9 +54,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 from urllib.parse import urlsplit, urlunsplit
 
-import pyterrier as pt
-
 from pyterrier_tot._util import cache_dir
+from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.errors import LLMConfigurationError, LLMFailure, LLMUnavailableError
 from pyterrier_tot.llm.cache import LLMCache, request_key
 
@@ -360,7 +359,7 @@ class LLM:
             if self.concurrency == 1 or len(requests) <= 1:
                 it = range(len(requests))
                 if self.verbose and len(requests) > 1:
-                    it = pt.tqdm(it, desc=desc, unit="call")
+                    it = progress_bar(it, desc=desc, unit="call")
                 for i in it:
                     one(i)
                     if stop.is_set():
@@ -369,7 +368,7 @@ class LLM:
                 with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
                     futures = pool.map(one, range(len(requests)))
                     if self.verbose:
-                        futures = pt.tqdm(futures, total=len(requests), desc=desc, unit="call")
+                        futures = progress_bar(futures, total=len(requests), desc=desc, unit="call")
                     for _ in futures:
                         pass
         finally:

@@ -34,6 +34,8 @@ import pyterrier as pt
 
 from pyterrier_tot._artifact import ToTArtifact, artifact_path, building, read_meta
 from pyterrier_tot._util import cache_dir
+from pyterrier_tot.bars import bar as progress_bar
+from pyterrier_tot.bars import quiet_loading
 from pyterrier_tot.rerank._topk import rerank_top_k
 
 #: A training group: query text, gold book text, negative book texts.
@@ -72,8 +74,9 @@ def _encode(tok, queries: Sequence[str], docs: Sequence[str], max_length: int, m
 def _load(path, device: str = "cpu"):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(str(path))
-    model = AutoModelForSequenceClassification.from_pretrained(str(path), num_labels=1).to(device)
+    with quiet_loading():
+        tok = AutoTokenizer.from_pretrained(str(path))
+        model = AutoModelForSequenceClassification.from_pretrained(str(path), num_labels=1).to(device)
     model.eval()
     return tok, model
 
@@ -122,8 +125,9 @@ def train_cross_encoder(groups: Sequence[Group], output_dir: Union[str, Path, No
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    tok = AutoTokenizer.from_pretrained(str(src))
-    model = AutoModelForSequenceClassification.from_pretrained(str(src), num_labels=1)
+    with quiet_loading():
+        tok = AutoTokenizer.from_pretrained(str(src))
+        model = AutoModelForSequenceClassification.from_pretrained(str(src), num_labels=1)
     model.train()
     per_epoch = math.ceil(len(groups) / batch_queries)
     steps = min(max_steps, per_epoch) if max_steps else per_epoch
@@ -131,7 +135,8 @@ def train_cross_encoder(groups: Sequence[Group], output_dir: Union[str, Path, No
     sched = get_linear_schedule_with_warmup(opt, int(math.ceil(warmup_ratio * steps * epochs)), steps * epochs)
     rng = random.Random(seed)
     losses, t0 = [], time.time()
-    bar = pt.tqdm(total=steps * epochs, desc="cross-encoder training", disable=not show_progress_bar)
+    bar = progress_bar(total=steps * epochs, desc="cross-encoder training", unit="step", training=True,
+                       disable=not show_progress_bar)
     for _ in range(epochs):
         order = list(range(len(groups)))
         rng.shuffle(order)

@@ -20,6 +20,7 @@ from typing import List, Optional
 
 import pandas as pd
 
+from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.errors import BadInputError, ToTError
 
 __all__ = ["main", "build_parser"]
@@ -42,10 +43,9 @@ def _index(cfg, args, build: bool = False):
 
 def _run_pipeline(pipeline, topics: pd.DataFrame, batch_size: int) -> pd.DataFrame:
     """The pipeline over the topics in batches, with a progress bar (stages see whole queries, never parts)."""
-    import pyterrier as pt
 
     batches = [topics.iloc[i:i + batch_size] for i in range(0, len(topics), batch_size)] or [topics]
-    parts = [pipeline(b) for b in pt.tqdm(batches, desc="running queries", unit="batch", disable=len(batches) < 2)]
+    parts = [pipeline(b) for b in progress_bar(batches, desc="running queries", unit="batch")]
     return pd.concat(parts, ignore_index=True)
 
 

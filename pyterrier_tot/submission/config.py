@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional, Union
 import pandas as pd
 import pyterrier as pt
 
+from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.datasets.base import BookDataset, read_jsonl, read_trec_qrels
 from pyterrier_tot.datasets.books import Book
 from pyterrier_tot.errors import BadInputError
@@ -173,7 +174,7 @@ class _FileDataset(BookDataset):
 
     def _load_books(self) -> List[Book]:
         return [Book.from_dict({"docno": d.get("docno", d.get("doc_id", d.get("id"))), **d})
-                for d in pt.tqdm(read_jsonl(self.corpus), desc=f"reading {self.corpus.name}", unit="book")]
+                for d in progress_bar(read_jsonl(self.corpus), desc=f"reading {self.corpus.name}", unit="book")]
 
     def _load_topics(self, split):
         if self.topics is None:
@@ -282,8 +283,8 @@ class PipelineConfig:
                 raise ConfigError(key, f"{name}: {e}", self.source) from e
 
         def chain(specs: List[dict], key: str) -> pt.Transformer:
-            stages = [build_stage(s, f"{key}[{i}]") for i, s in enumerate(pt.tqdm(specs, desc="building stages",
-                                                                                   disable=len(specs) < 3))]
+            stages = [build_stage(s, f"{key}[{i}]")
+                      for i, s in enumerate(progress_bar(specs, desc="building stages", unit="stage", min_items=3))]
             pipe = stages[0]
             for s in stages[1:]:
                 pipe = pipe >> s
