@@ -38,6 +38,7 @@ from pyterrier_tot.corpus_store import frame_fingerprint as _fingerprint
 from pyterrier_tot.encoding import PooledDocEncoder, SortedDocEncoder, pool_devices
 from pyterrier_tot.encoding import encoder_for as _encoder
 from pyterrier_tot.errors import CorruptArtifactError
+from pyterrier_tot.policy import check_int
 from pyterrier_tot.retrievers import (
     BM25Scorer,
     DenseRetriever,
@@ -64,10 +65,6 @@ def _model_key(model) -> Optional[str]:
     if isinstance(model, pt.Artifact):
         return str(model.path)
     return str(model)
-
-
-def _pisa_sub(fields: Tuple[str, ...], stemmer: str) -> str:
-    return f"bm25-{'+'.join(fields)}-{stemmer}"
 
 
 def _c_float(x: float) -> str:
@@ -269,7 +266,7 @@ class BookIndex(BookCorpus, ToTArtifact):
                 with quiet_native_output():
                     PisaIndex(str(target), text_field="text", stemmer=stemmer, threads=1).index(docs)
 
-        where = self._ensure_part(_pisa_sub(fields, stemmer), settings, "index.pisa", build)
+        where = self._ensure_part(f"bm25-{'+'.join(fields)}-{stemmer}", settings, "index.pisa", build)
         return PisaIndex(str(where), threads=1)
 
     def _prepare_bm25(self, index, fields: Tuple[str, ...], stemmer: str, k1: float, b: float) -> None:
@@ -282,7 +279,7 @@ class BookIndex(BookCorpus, ToTArtifact):
         wanted = [where / stem, where / f"{stem}.{index.index_encoding.value}"]
         if all(f.is_file() for f in wanted):
             return
-        sub = _pisa_sub(fields, stemmer)
+        sub = f"bm25-{'+'.join(fields)}-{stemmer}"
         with art.build_lock(Path(self.path) / sub, self.lock_timeout):
             if all(f.is_file() for f in wanted):
                 return
@@ -298,6 +295,7 @@ class BookIndex(BookCorpus, ToTArtifact):
         """BM25 over ``fields`` (defaults follow the TREC ToT papers: k1=1.2, b=0.75; ``maxscore`` suits long
         queries). Queries are tokenised safely first; the original text is kept in ``query``.
         ``(index.bm25() % k).compile()`` retrieves ``k`` results directly."""
+        check_int(num_results, "num_results", "BookIndex.bm25")
         index = self.pisa_index(fields, stemmer)
         self._prepare_bm25(index, _fields_tuple(fields), stemmer, k1, b)
         with quiet_native_output():  # PISA builds the scored index on first use and reports progress
@@ -308,10 +306,8 @@ class BookIndex(BookCorpus, ToTArtifact):
 
     def bm25_scorer(self, fields: FieldsArg = ("title", "text"), depth: Optional[int] = None,
                     unknown_docnos: str = "raise", **bm25_kwargs) -> pt.Transformer:
-        """Re-scores a result frame by BM25 (:class:`~pyterrier_tot.retrievers.BM25Scorer`), for ``>>``, ``**``
-        and ``+``: ``bm25 % 100 >> (index.bm25_scorer() ** index.dense_scorer())``. ``depth`` (default: the whole
-        corpus, exact; 1,000 on a streamed corpus): how deep each query is retrieved before the join;
-        ``bm25_kwargs`` (``k1``, ``b``, ...) as in :meth:`bm25`."""
+        """BM25 re-scoring of a result frame (:class:`~pyterrier_tot.retrievers.BM25Scorer`), for ``>>``, ``**``, ``+``.
+        ``depth``: how deep each query is retrieved before the join (default the corpus: exact; streamed: 1,000)."""
         depth = depth or (1000 if self.streamed else len(self.docnos))
         retr = self.bm25(fields, num_results=depth, **bm25_kwargs)
         return BM25Scorer(retr, self.docnos, f"BM25Scorer({retr!r}, depth={depth})", unknown_docnos=unknown_docnos)
@@ -364,6 +360,7 @@ class BookIndex(BookCorpus, ToTArtifact):
         corpus with several processes (see :meth:`flex_index`)."""
         from pyterrier_tot.models import DEFAULT_MODEL
 
+        check_int(num_results, "num_results", "BookIndex.dense")
         model = _model_key(model)
         enc, precision = _encoder(model, encoder, precision)
         flex = self.flex_index(model, fields, max_chars, encoder=enc, workers=workers, devices=devices,

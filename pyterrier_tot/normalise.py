@@ -14,7 +14,7 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot.policy import check_result_frame
+from pyterrier_tot.policy import check_number, check_result_frame
 
 METHODS = ("minmax", "zscore", "rr", "none")
 
@@ -55,6 +55,7 @@ class Normalise(pt.Transformer):
     def __init__(self, method: str = "minmax", rr_k: float = 60.0):
         if method not in METHODS:
             raise ValueError(f"unknown normalisation {method!r}; expected one of {METHODS}")
+        check_number(rr_k, "rr_k", "Normalise", low=0, low_open=True)
         self.method = method
         self.rr_k = rr_k
 

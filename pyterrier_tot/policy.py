@@ -9,7 +9,10 @@ The rules (the per-stage table is ``docs/robustness.rst``; ``tests/test_bad_inpu
 - a score is never made up: a docno the stage must look up and cannot find raises
   :class:`~pyterrier_tot.errors.UnknownDocnoError` naming it, or, where the stage takes
   ``unknown_docnos="nan"``, scores NaN with an :class:`~pyterrier_tot.errors.UnknownDocnoWarning`;
-- errors are raised at the stage's entry and name the column, the value or the qid.
+- errors are raised at the stage's entry and name the column, the value or the qid;
+- constructor arguments are checked when the stage is built (:func:`check_int`, :func:`check_number`,
+  :func:`check_index`, :func:`check_llm`), not when it first runs: a wrong one raises naming the stage,
+  the argument and the value.
 
 Query text (checked by every stage that reads it): None, NaN, blank or whitespace-only text raises
 :class:`~pyterrier_tot.errors.BadInputError`; a non-string value raises
@@ -121,6 +124,45 @@ def check_result_frame(df: pd.DataFrame, who: str, column: Optional[str] = None,
         check_query_text(df.drop_duplicates("qid"), who, column)
     if score:
         check_scores(df, who)
+
+
+def check_int(value, name: str, who: str, minimum: Optional[int] = 1) -> int:
+    """``value`` as an int (not a bool, not a string), at least ``minimum``, or a ``ValueError`` naming it."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise BadInputTypeError(f"{who}: {name} must be an integer, not {type(value).__name__} {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{who}: {name} must be >= {minimum}, not {value}")
+    return int(value)
+
+
+def check_number(value, name: str, who: str, low: Optional[float] = None, high: Optional[float] = None,
+                 low_open: bool = False) -> float:
+    """``value`` as a finite float in [low, high] ((low, high] with ``low_open``), or an error naming it."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise BadInputTypeError(f"{who}: {name} must be a number, not {type(value).__name__} {value!r}")
+    v = float(value)
+    if not np.isfinite(v) or (low is not None and (v <= low if low_open else v < low)) or (high is not None
+                                                                                           and v > high):
+        where = f"{'(' if low_open else '['}{'-inf' if low is None else low}, {'inf' if high is None else high}]"
+        raise ValueError(f"{who}: {name} must be a finite number in {where}, not {value!r}")
+    return v
+
+
+def check_index(index, who: str):
+    """A book index (a :class:`~pyterrier_tot.index.BookIndex`, or anything with its ``docnos``, ``bm25`` and
+    ``dense``), or a ``TypeError`` naming what was given."""
+    if not all(hasattr(index, a) for a in ("docnos", "bm25", "dense")):
+        raise BadInputTypeError(f"{who}: index must be a ptt.BookIndex (e.g. ptt.BookIndex(dataset)), not "
+                                f"{type(index).__name__} {str(index)[:60]!r}")
+    return index
+
+
+def check_llm(llm, who: str):
+    """An LLM client (``ptt.LLM``, ``LlamaServer.llm()``: anything with ``chat`` and ``chat_many``)."""
+    if not (callable(getattr(llm, "chat_many", None)) and callable(getattr(llm, "chat", None))):
+        raise BadInputTypeError(f"{who}: llm must be a ptt.LLM (e.g. ptt.LLM(model=..., base_url=...) or "
+                                f"ptt.LlamaServer().llm()), not {type(llm).__name__} {str(llm)[:60]!r}")
+    return llm
 
 
 def check_unknown_docnos_arg(value: str) -> str:

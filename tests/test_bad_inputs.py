@@ -64,10 +64,13 @@ STAGES = {
     "BookIndex.bm25": (True, False, False),
     "BookIndex.dense": (True, False, False),
     "BookIndex.dense_scorer": (True, False, True),
+    "BookIndex.bm25_scorer": (True, False, True),
+    "linear_fusion": (True, False, False),
     "BookIndex.text_loader": (False, False, True),
     "SafeRetriever": (True, False, False),
     "DenseRetriever": (True, False, False),
     "DenseScorer": (True, False, True),
+    "BM25Scorer": (True, False, True),
     "TextLoader": (False, False, True),
     "load_biencoder": None,  # pyterrier-dr's own query encoder, returned unchanged: its behaviour, not ours
 }

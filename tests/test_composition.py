@@ -141,3 +141,30 @@ def test_without_drops_the_experts_candidates_and_says_so(index):
         decomposition_pipeline(index, clues, experts=experts, candidate_experts=["cover"])
     with pytest.raises(ValueError, match="positive integer"):
         decomposition_pipeline(index, clues, experts=experts, k=0)
+
+
+def test_constructors_check_their_arguments_when_built(index):
+    """Issue 22.3: these were accepted and failed (or silently misbehaved) only when the pipeline ran."""
+    from pyterrier_tot.rerank.listwise_reranker import ListwiseReranker
+
+    bad = {
+        "DenseReranker(k='100')": lambda: ptt.DenseReranker(index, k="100"),
+        "DenseReranker(index='idx')": lambda: ptt.DenseReranker("idx"),
+        "FieldExpert(None)": lambda: FieldExpert(None, "title"),
+        "FieldExpert(num_results=0)": lambda: FieldExpert(index, "title", num_results=0),
+        "DateExpert(index=[])": lambda: DateExpert([]),
+        "NegationPenalty(index='x')": lambda: ptt.NegationPenalty("x"),
+        "Normalise(rr_k=-1)": lambda: ptt.Normalise("rr", rr_k=-1),
+        "ClueDecomposer(None)": lambda: ptt.ClueDecomposer(None),
+        "decomposition_pipeline(None)": lambda: decomposition_pipeline(None),
+        "index.bm25(num_results=0)": lambda: index.bm25(num_results=0),
+        "index.dense(num_results=-5)": lambda: index.dense(num_results=-5),
+        "LLM(concurrency=0)": lambda: ptt.LLM(model="m", base_url="http://127.0.0.1:9/v1", concurrency=0, cache=False),
+        "LLM(temperature='hot')": lambda: ptt.LLM(model="m", base_url="http://127.0.0.1:9/v1", temperature="hot",
+                                                  cache=False),
+        "ListwiseReranker(llm='gpt')": lambda: ListwiseReranker("gpt", index),
+    }
+    for what, make in bad.items():
+        with pytest.raises((ValueError, TypeError)) as e:
+            make()
+        assert isinstance(e.value, ptt.ToTError) or "must" in str(e.value), what

@@ -190,6 +190,9 @@ CASES = [
     Case("BookIndex.bm25", "retrieve", lambda e: e.index.bm25(num_results=3), queries),
     Case("BookIndex.dense", "retrieve", lambda e: e.index.dense(num_results=3), queries),
     Case("BookIndex.dense_scorer", "score", lambda e: e.index.dense_scorer(), results),
+    Case("BookIndex.bm25_scorer", "score", lambda e: e.index.bm25_scorer(), results),
+    Case("linear_fusion", "retrieve",
+         lambda e: ptt.linear_fusion(e.index.bm25(num_results=3), e.index.dense(num_results=3)), queries),
     Case("BookIndex.text_loader", "load", lambda e: e.index.text_loader(), results),
     Case("load_biencoder", "query-encoder", lambda e: ptt.load_biencoder(), queries),
     # the classes behind the BookIndex methods, reached the way users get them
@@ -197,6 +200,7 @@ CASES = [
     Case("DenseRetriever", "inner", lambda e: _of(ptt.DenseRetriever, e.index.dense(num_results=3).retriever),
          queries),
     Case("DenseScorer", "score", lambda e: _of(ptt.DenseScorer, e.index.dense_scorer()), results),
+    Case("BM25Scorer", "score", lambda e: _of(ptt.BM25Scorer, e.index.bm25_scorer()), results),
     Case("TextLoader", "load", lambda e: _of(ptt.TextLoader, e.index.text_loader()), results),
     Case("FuserWeights.fuser", "score", lambda e: _saved_fuser(e), results),
     Case("tuned_pipeline", "zero-shot-base", lambda e: _tuned(e), queries),

@@ -56,7 +56,7 @@ from pyterrier_tot.decomposition.clues import CLUE_FIELDS, YEAR_COLUMN, clue_col
 from pyterrier_tot.decomposition.date_resolver import latest_possible_year
 from pyterrier_tot.errors import LLMUnavailableError
 from pyterrier_tot.llm.templates import load_prompt
-from pyterrier_tot.policy import check_query_frame
+from pyterrier_tot.policy import check_llm, check_number, check_query_frame
 
 MODES = ("extractive", "predictive")
 STRATEGIES = ("per_field", "joint")
@@ -174,6 +174,7 @@ class ClueDecomposer(pt.Transformer):
             raise ValueError(f"ClueDecomposer mode must be one of {MODES}, not {mode!r}")
         if strategy not in STRATEGIES:
             raise ValueError(f"ClueDecomposer strategy must be one of {STRATEGIES}, not {strategy!r}")
+        check_number(grounding, "grounding", "ClueDecomposer", 0.0, 1.0)
         for f in fields:
             clue_column(f)  # validates the name
         if not fields:
@@ -185,6 +186,7 @@ class ClueDecomposer(pt.Transformer):
         if max_repeat_share is not None and not 0 < float(max_repeat_share) <= 1:
             raise ValueError(f"ClueDecomposer max_repeat_share must be in (0, 1] or None, not {max_repeat_share!r}")
         self.max_repeat_share = None if max_repeat_share is None else float(max_repeat_share)
+        check_llm(llm, "ClueDecomposer")
         if strategy == "joint":
             self.prompts = {"joint": load_prompt(f"joint_{mode}", prompt_dir)}
             parsed = [parse_joint(a, self.fields) or {} for a in self.prompts["joint"].example_answers()]

@@ -34,7 +34,14 @@ import pyterrier_alpha as pta
 from pyterrier_tot._util import ColumnsValueError, empty_scored, explain_columns, is_missing
 from pyterrier_tot.datasets.books import parse_year
 from pyterrier_tot.decomposition.clues import YEAR_COLUMN
-from pyterrier_tot.policy import add_ranks, check_result_frame, check_unknown_docnos_arg, unknown_docnos
+from pyterrier_tot.policy import (
+    add_ranks,
+    check_index,
+    check_number,
+    check_result_frame,
+    check_unknown_docnos_arg,
+    unknown_docnos,
+)
 
 #: Score when the book year or the clue year is unknown.
 DATE_NEUTRAL = 1.0
@@ -49,8 +56,10 @@ class DateExpert(pt.Transformer):
 
     def __init__(self, index=None, soft: bool = False, tau: float = 5.0, neutral: float = DATE_NEUTRAL,
                  clue: str = YEAR_COLUMN, year_column: str = "year", unknown_docnos: str = "raise"):
-        if tau <= 0:
-            raise ValueError(f"DateExpert tau must be positive, got {tau}")
+        check_number(tau, "tau", "DateExpert", low=0, low_open=True)
+        check_number(neutral, "neutral", "DateExpert")
+        if index is not None:
+            check_index(index, "DateExpert")
         self.index = index
         self.soft = soft
         self.tau = float(tau)

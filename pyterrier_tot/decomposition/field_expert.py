@@ -50,6 +50,8 @@ from pyterrier_tot.decomposition.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_
 from pyterrier_tot.normalise import METHODS, normalise_scores
 from pyterrier_tot.policy import (
     add_ranks,
+    check_index,
+    check_int,
     check_query_frame,
     check_result_frame,
     check_unknown_docnos_arg,
@@ -91,6 +93,11 @@ class FieldExpert(pt.Transformer):
                              "(dates: DateExpert; covers: CoverRanker)")
         if backend not in BACKENDS:
             raise ValueError(f"FieldExpert backend must be one of {BACKENDS}, not {backend!r}")
+        check_index(index, "FieldExpert")
+        num_results = check_int(num_results, "num_results", "FieldExpert")
+        scorer_depth = check_int(scorer_depth, "scorer_depth", "FieldExpert")
+        if max_chars is not None:
+            check_int(max_chars, "max_chars", "FieldExpert")
         normalise = normalise or "none"
         if normalise not in METHODS:
             raise ValueError(f"unknown normalisation {normalise!r}; expected one of {METHODS}")

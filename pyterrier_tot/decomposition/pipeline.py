@@ -32,7 +32,7 @@ from pyterrier_tot.decomposition.date_expert import DateExpert
 from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
 from pyterrier_tot.errors import NoResultsWarning
-from pyterrier_tot.policy import check_query_frame, report_missing_qids
+from pyterrier_tot.policy import check_index, check_query_frame, report_missing_qids
 
 
 class ClueLookup(pt.Transformer):
@@ -224,6 +224,7 @@ def decomposition_pipeline(index, decomposer: Optional[pt.Transformer] = None,
     :param candidate_experts: names of the experts whose retrievals join the candidates (default: all
         FieldExperts on a clue field)
     """
+    check_index(index, "decomposition_pipeline")
     experts = dict(experts) if experts is not None else default_experts(index)
     if not experts:
         raise ValueError("decomposition_pipeline needs at least one expert")

@@ -58,6 +58,7 @@ from pyterrier_tot._util import cache_dir
 from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.errors import LLMConfigurationError, LLMFailure, LLMUnavailableError
 from pyterrier_tot.llm.cache import LLMCache, request_key
+from pyterrier_tot.policy import check_int, check_number
 
 Messages = List[Dict[str, str]]
 
@@ -174,10 +175,13 @@ class LLM:
                     f"no API key: pass api_key=... or set ${ENV_API_KEY}, or give base_url=... of a local "
                     "OpenAI-compatible server (see pyterrier_tot.llm.llama_server.LlamaServer)")
             key = "no-key"  # local servers ignore it, the client insists on one
-        self.temperature, self.seed, self.max_tokens = float(temperature), seed, int(max_tokens)
-        self.timeout, self.max_retries = float(timeout), int(max_retries)
-        self.backoff, self.max_backoff = float(backoff), float(max_backoff)
-        self.concurrency = max(1, int(concurrency))
+        self.temperature = check_number(temperature, "temperature", "LLM", low=0.0)
+        self.seed, self.max_tokens = seed, check_int(max_tokens, "max_tokens", "LLM")
+        self.timeout = check_number(timeout, "timeout", "LLM", low=0.0, low_open=True)
+        self.max_retries = check_int(max_retries, "max_retries", "LLM", minimum=0)
+        self.backoff = check_number(backoff, "backoff", "LLM", low=0.0)
+        self.max_backoff = check_number(max_backoff, "max_backoff", "LLM", low=0.0)
+        self.concurrency = check_int(concurrency, "concurrency", "LLM")
         self.max_consecutive_failures = int(max_consecutive_failures) if max_consecutive_failures else None
         self.verbose = verbose
         # called after a connection error: a message means the backend is gone for good (no retries)

@@ -40,7 +40,7 @@ import pyterrier as pt
 import pyterrier_alpha as pta
 
 from pyterrier_tot._util import explain_columns
-from pyterrier_tot.policy import check_result_frame, unknown_docnos
+from pyterrier_tot.policy import check_index, check_int, check_number, check_result_frame, unknown_docnos
 
 MODES = ("heads", "phrase")
 
@@ -134,8 +134,11 @@ class NegationPenalty(pt.Transformer):
                  para_chars: int = 1000, query_column: str = "query"):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
-        if w < 0:
+        if check_number(w, "w", "NegationPenalty") < 0:
             raise ValueError(f"w is the amount subtracted and must be >= 0, not {w}")
+        check_int(window, "window", "NegationPenalty")
+        if index is not None:
+            check_index(index, "NegationPenalty")
         self.index = index
         self.w = float(w)
         self.mode = mode

@@ -36,6 +36,7 @@ from pyterrier_tot._artifact import ToTArtifact, artifact_path, building, read_m
 from pyterrier_tot._util import cache_dir
 from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.bars import quiet_loading
+from pyterrier_tot.policy import check_index, check_int
 from pyterrier_tot.rerank._topk import rerank_top_k
 
 #: A training group: query text, gold book text, negative book texts.
@@ -196,8 +197,9 @@ class CrossEncoderReranker(pt.Transformer):
     def __init__(self, model, index=None, k: int = 100, fields: Union[str, Sequence[str]] = ("title", "text"),
                  max_chars: Optional[int] = 2000, batch_size: int = 32, max_length: Optional[int] = None,
                  max_query_tokens: Optional[int] = None, device: str = "cpu"):
-        if int(k) < 1:
-            raise ValueError(f"k must be >= 1, not {k}")
+        k = check_int(k, "k", "CrossEncoderReranker")
+        if index is not None:
+            check_index(index, "CrossEncoderReranker")
         self.model = model if isinstance(model, CrossEncoderModel) else CrossEncoderModel(str(model))
         self.index = index
         self.k = int(k)

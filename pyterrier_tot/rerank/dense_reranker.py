@@ -29,6 +29,7 @@ import pandas as pd
 import pyterrier as pt
 
 from pyterrier_tot.normalise import normalise_scores
+from pyterrier_tot.policy import check_index, check_int, check_number
 from pyterrier_tot.rerank._topk import rerank_top_k
 
 
@@ -65,12 +66,14 @@ class DenseReranker(pt.Transformer):
     def __init__(self, index=None, model: Optional[str] = None, k: int = 100, max_chars: Optional[int] = 1000,
                  fields: Union[str, Sequence[str]] = ("title", "text"), alpha: Optional[float] = None,
                  stored: bool = True, batch_size: int = 32):
-        if int(k) < 1:
-            raise ValueError(f"k must be >= 1, not {k}")
-        if alpha is not None and not 0.0 <= float(alpha) <= 1.0:
+        who = "DenseReranker"
+        k, batch_size = check_int(k, "k", who), check_int(batch_size, "batch_size", who)
+        if alpha is not None and not 0.0 <= check_number(alpha, "alpha", who) <= 1.0:
             raise ValueError(f"alpha must be in [0, 1] or None, not {alpha}")
-        if max_chars is not None and int(max_chars) < 1:
-            raise ValueError(f"max_chars must be a positive number of characters or None, not {max_chars}")
+        if max_chars is not None:
+            check_int(max_chars, "max_chars", who)
+        if index is not None:
+            check_index(index, who)
         self.index = index
         self.model = model
         self.k = int(k)

@@ -33,7 +33,7 @@ import pyterrier_alpha as pta
 
 from pyterrier_tot._util import explain_columns
 from pyterrier_tot.llm.templates import load_prompt
-from pyterrier_tot.policy import check_result_frame, unknown_docnos
+from pyterrier_tot.policy import check_index, check_int, check_llm, check_result_frame, unknown_docnos
 
 _BRACKETED = re.compile(r"\[\s*(\d+)\s*\]")
 _NUMBER = re.compile(r"\d+")
@@ -79,6 +79,11 @@ class ListwiseReranker(pt.Transformer):
                  fields: Union[str, Sequence[str]] = ("title", "text"), max_chars: int = 300,
                  prompt: str = "listwise_rerank", prompt_dir: Union[str, Path, None] = None,
                  max_query_chars: int = 2000, max_tokens: Optional[int] = None):
+        check_llm(llm, "ListwiseReranker")
+        for name, value in (("k", k), ("window", window), ("step", step), ("max_chars", max_chars)):
+            check_int(value, name, "ListwiseReranker")
+        if index is not None:
+            check_index(index, "ListwiseReranker")
         if int(k) < 1 or int(window) < 2 or int(step) < 1:
             raise ValueError(f"need k >= 1, window >= 2 and step >= 1, not k={k}, window={window}, step={step}")
         if int(step) >= int(window):
