@@ -94,7 +94,7 @@ def main():
     secs = time.perf_counter() - t0
     clue_frames[("rules", "-", "all")] = rules
     rows.append({"method": "rules", "strategy": "-", "queries": len(topics), "requests/q": 0.0, "tokens/q": 0.0,
-                 "seconds/q": round(secs / len(topics), 5), "failed": 0, "unparsable": 0,
+                 "seconds/q": round(secs / len(topics), 5), "failed": 0, "unparsable": 0, "copied": 0, "repeated": 0,
                  **{f"%{f}": v for f, v in pct_not_na(rules).items()}})
 
     cache = args.cache or str(Path(tempfile.mkdtemp()) / "llm_cache.sqlite3")
@@ -120,7 +120,8 @@ def main():
                          "tokens/q": round((u.prompt_tokens + u.completion_tokens) / n, 1),
                          "completion tokens/q": round(u.completion_tokens / n, 1),
                          "seconds/q": round(secs / n, 3), "failed": int(st["failed"].sum()),
-                         "unparsable": int(st["unparsable"].sum()),
+                         "unparsable": int(st["unparsable"].sum()), "copied": int(st["copied"].sum()),
+                         "repeated": int(st["repeated"].sum()),
                          **{f"%{f}": v for f, v in pct_not_na(clues).items()}})
             if mode == "extractive":
                 answered = st["found"] + st["ungrounded"]
@@ -167,7 +168,7 @@ def main():
     paper = {"method": "paper Table 3 (WhatsThatBook, extractive, GPT-3.5)", "strategy": "per_field",
              **{f"%{f}": v for f, v in PAPER_TABLE3.items()}}
     table_md = pd.concat([table, pd.DataFrame([paper])], ignore_index=True).astype(object)
-    for col in ("queries", "failed", "unparsable", "fresh calls"):
+    for col in ("queries", "failed", "unparsable", "copied", "repeated", "fresh calls"):
         if col in table_md:
             table_md[col] = [("" if pd.isna(v) else str(int(v))) for v in table_md[col]]
     table_md = table_md.fillna("")
