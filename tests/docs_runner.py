@@ -229,7 +229,7 @@ def docs_files() -> List[Path]:
 # running: one driver process per file
 
 
-def runner_env(tmp: Path) -> dict:
+def runner_env(tmp: Path, threads: int = 1) -> dict:
     env = dict(os.environ)
     env.update({
         "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
@@ -238,6 +238,8 @@ def runner_env(tmp: Path) -> dict:
         "PYTERRIER_TOT_SAMPLE": str(SAMPLE),
         "PYTHONPATH": os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]),
         "MPLBACKEND": "Agg",
+        # two pages run at once on two cores: one torch thread each (spinning threads on busy cores run 7-20x slower)
+        "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
         # bin of this interpreter first: `python` and `pyterrier-tot` in shell blocks are this environment's
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
     })
@@ -263,7 +265,7 @@ def mirror_checkout(tmp: Path) -> None:
         (tmp / ".venv").symlink_to(Path(sys.prefix))
 
 
-def run_file(path: Path, timeout: float = 900, workdir: Optional[Path] = None) -> List[Block]:
+def run_file(path: Path, timeout: float = 900, workdir: Optional[Path] = None, threads: int = 1) -> List[Block]:
     """Runs every block of ``path`` that has no skip marker, in order, in a fresh interpreter; returns the
     blocks with their status."""
     path = Path(path).resolve()
@@ -280,7 +282,7 @@ def run_file(path: Path, timeout: float = 900, workdir: Optional[Path] = None) -
         t0 = time.time()
         try:
             proc = subprocess.run([sys.executable, __file__, "--drive", str(spec), str(report)], cwd=tmp,
-                                  env=runner_env(tmp), capture_output=True, text=True, timeout=timeout)
+                                  env=runner_env(tmp, threads), capture_output=True, text=True, timeout=timeout)
             tail = (proc.stdout + proc.stderr)[-4000:]
         except subprocess.TimeoutExpired as e:
             tail = f"timed out after {timeout:.0f} s\n" + str(e.stdout or "")[-2000:]
@@ -349,6 +351,37 @@ def _drive(spec: Path, report: Path) -> int:
     return 1 if failed else 0
 
 
+#: calls that train or fit the recipe's cached models: pages making them run one after another, README first, so
+#: that two processes never train the same sample model at once (the other pages run beside them)
+_RECIPE_CALLS = ("tuned_pipeline(", "fine_tuned_base(", "fitted_weights(")
+
+
+def uses_recipe(path: Path) -> bool:
+    return any(c in b.code for b in blocks_of(path) if b.kind == "python" and not b.skip for c in _RECIPE_CALLS)
+
+
+def run_files(paths: List[Path], timeout: float = 900, workers: int = 2) -> dict:
+    """Runs the pages in ``workers`` parallel lanes: the pages that use the recipe in one lane (README first), the
+    others in the rest. Returns {path: blocks}."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    paths = [Path(p).resolve() for p in paths]
+    recipe = sorted((p for p in paths if uses_recipe(p)), key=lambda p: (p.name != "README.md", str(p)))
+    others = [p for p in paths if p not in recipe]
+    lanes = [recipe] + [others[i::max(1, workers - 1)] for i in range(max(1, workers - 1))] if workers > 1 \
+        else [recipe + others]
+    results: dict = {}
+
+    def lane(files):
+        for f in files:
+            results[f] = run_file(f, timeout=timeout, threads=1 if workers > 1 else 2)
+
+    with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
+        for fut in [pool.submit(lane, files) for files in lanes if files]:
+            fut.result()
+    return results
+
+
 def table(blocks: List[Block]) -> str:
     rows = [("block", "lang", "status", "s", "reason")]
     for b in blocks:
@@ -367,10 +400,11 @@ def main(argv: List[str]) -> int:
         for p in docs_files():
             print(table(blocks_of(p)))
         return 0
-    out = []
-    for p in (argv or [str(f) for f in docs_files()]):
-        out += run_file(Path(p))
+    t0 = time.time()
+    done = run_files([Path(p) for p in (argv or [str(f) for f in docs_files()])])
+    out = [b for p in sorted(done) for b in done[p]]
     print(table(out))
+    print(f"{len(done)} files in {time.time() - t0:.0f} s")
     bad = [b for b in out if b.status in ("failed", "error")]
     for b in bad:
         print(f"\n--- {b.where}: {b.status}\n{b.error or '; '.join(b.notes)}")
