@@ -10,6 +10,8 @@ book fields of :mod:`pyterrier_tot.datasets.books`). Get one by name::
 
 Names: ``reddit-tomt-books``, ``whatsthatbook``, ``birco-wtb``, ``trec-tot-local/2023-train`` (the shared
 folders: topics + qrels, no corpus), and any ir_datasets TREC ToT id such as ``trec-tot/2025/dev3``.
+``get_dataset(name, sample=30)`` gives a small slice of a data set under its own name
+(:mod:`~pyterrier_tot.datasets.sample`).
 
 One module per collection (:mod:`~pyterrier_tot.datasets.reddit_tomt`,
 :mod:`~pyterrier_tot.datasets.whatsthatbook`, :mod:`~pyterrier_tot.datasets.birco`,
@@ -23,11 +25,13 @@ from pyterrier_tot.datasets.birco import BircoWtb
 from pyterrier_tot.datasets.books import Book, book_iter, books_to_frame, parse_year
 from pyterrier_tot.datasets.reddit_tomt import RedditTomtBooks, clean_reddit_title
 from pyterrier_tot.datasets.registry import _REGISTRY, ToTDatasetProvider, get_dataset, list_datasets
+from pyterrier_tot.datasets.sample import SampledDataset, sample_dataset
 from pyterrier_tot.datasets.trec_tot import TrecTot, TrecTotLocal, _irds_query_text
 from pyterrier_tot.datasets.whatsthatbook import _BOOK_KEYS, _QUERY_KEYS, WhatsThatBook, _first, book_from_record
 from pyterrier_tot.errors import DatasetUnavailableError
 
 __all__ = [
     "BookDataset", "RedditTomtBooks", "WhatsThatBook", "BircoWtb", "TrecTot", "TrecTotLocal",
-    "get_dataset", "list_datasets", "ToTDatasetProvider", "DatasetUnavailableError",
+    "get_dataset", "list_datasets", "ToTDatasetProvider", "DatasetUnavailableError", "SampledDataset",
+    "sample_dataset",
 ]

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import functools
-from typing import Callable, Dict, Iterable, List
+from typing import Callable, Dict, Iterable, List, Optional
 
 import pyterrier as pt
 
 from pyterrier_tot.datasets.base import BookDataset
 from pyterrier_tot.datasets.birco import BircoWtb
 from pyterrier_tot.datasets.reddit_tomt import RedditTomtBooks
+from pyterrier_tot.datasets.sample import SampledDataset, env_sample
 from pyterrier_tot.datasets.trec_tot import TrecTot, TrecTotLocal
 from pyterrier_tot.datasets.whatsthatbook import WhatsThatBook
 
@@ -28,14 +29,15 @@ def list_datasets() -> List[str]:
 
 @functools.lru_cache(maxsize=16)
 def _cached(name: str) -> BookDataset:
-    return get_dataset(name, cache=False)
+    return _load(name)
 
 
-def get_dataset(name: str, cache: bool = True, **kwargs) -> BookDataset:
-    """A dataset by name (see :mod:`pyterrier_tot.datasets`). Repeated calls without kwargs return the same
-    object, so its corpus is read once per process."""
-    if cache and not kwargs:
-        return _cached(name)
+@functools.lru_cache(maxsize=16)
+def _cached_sample(name: str, n: int) -> SampledDataset:
+    return SampledDataset(_cached(name), n)
+
+
+def _load(name: str, **kwargs) -> BookDataset:
     if name in _REGISTRY:
         return _REGISTRY[name](**kwargs)
     if name.startswith("trec-tot-local/"):
@@ -43,6 +45,23 @@ def get_dataset(name: str, cache: bool = True, **kwargs) -> BookDataset:
     if name.startswith("trec-tot"):
         return TrecTot(name, **kwargs)
     raise KeyError(f"unknown dataset {name!r}; available: {list_datasets()}")
+
+
+def get_dataset(name: str, cache: bool = True, sample: Optional[int] = None, **kwargs) -> BookDataset:
+    """A dataset by name (see :mod:`pyterrier_tot.datasets`). Repeated calls without kwargs return the same
+    object, so its corpus is read once per process.
+
+    ``sample=n``: a small slice (``n`` queries a split, ``n + 300`` of train, their gold books and ``2n``
+    others) under its own name, ``<name>-sample<n>``; see :mod:`pyterrier_tot.datasets.sample`. Without it,
+    ``$PYTERRIER_TOT_SAMPLE`` (set by the docs runner of the test suite) samples every in-memory data set."""
+    explicit = sample is not None
+    n = sample if explicit else env_sample()
+    shared = cache and not kwargs
+    full = _cached(name) if shared else _load(name, **kwargs)
+    # the environment leaves the streamed corpora (TREC ToT) whole; sample= asks for it and is told no
+    if n is None or (not explicit and (getattr(full, "streaming", False) or not isinstance(full, BookDataset))):
+        return full
+    return _cached_sample(name, n) if shared else SampledDataset(full, n)
 
 
 class ToTDatasetProvider(pt.datasets.DatasetProvider):
