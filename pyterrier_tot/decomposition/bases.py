@@ -44,10 +44,11 @@ from pyterrier_tot.decomposition.protocol import (
 
 #: Training settings of each base model, chosen on the tuning slice (``benchmarks/results/bases.md``):
 #: ``lr``; ``epoch``: the checkpoint used; ``schedule``: the epochs its learning-rate schedule spans; ``amp``:
-#: bfloat16 autocast in training. A model not named here trains with the MiniLM settings.
+#: bfloat16 autocast in training; ``precision``: how the recipe encodes books and queries with it. A model not
+#: named here trains with the MiniLM settings.
 BASE_SETTINGS: Dict[str, dict] = {
-    "minilm": {"lr": 2e-5, "epoch": 1, "schedule": 1, "amp": False},
-    "mpnet": {"lr": 2e-5, "epoch": 1, "schedule": 1, "amp": True},
+    "minilm": {"lr": 2e-5, "epoch": 1, "schedule": 1, "amp": False, "precision": "fp32"},
+    "mpnet": {"lr": 2e-5, "epoch": 1, "schedule": 1, "amp": True, "precision": "fp32"},
 }
 #: Settings shared by every base (the MiniLM protocol); any of them can be overridden per call.
 COMMON = {"batch_size": 16, "max_seq_length": 256, "warmup_ratio": 0.1, "seed": 42}
@@ -264,6 +265,15 @@ def base_expert_name(model) -> str:
     """The recipe's name for the expert of fine-tuned base ``model``: ``dense_ft`` for MiniLM (the name fitted
     weights have always used), ``dense_ft_<model>`` for the others."""
     return "dense_ft" if str(model).lower() in ("minilm", "all-minilm-l6-v2") else f"dense_ft_{_slug(model)}"
+
+
+def encoding_precision(expert_name: str) -> str:
+    """The encoding precision (:data:`BASE_SETTINGS`) of the base behind expert ``expert_name`` (fp32 for a name
+    that no base model has)."""
+    for model, cfg in BASE_SETTINGS.items():
+        if base_expert_name(model) == expert_name:
+            return cfg.get("precision", "fp32")
+    return "fp32"
 
 
 class TrainingSet:

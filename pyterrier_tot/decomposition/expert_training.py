@@ -224,7 +224,7 @@ def _fit(model, loader, loss, epochs: int, steps: int, schedule_steps: int, warm
             optimizer.step()
             optimizer.zero_grad()
             scheduler.step()
-            total += float(value)
+            total += float(value.detach())
             bar.update(1)
         mean = round(total / max(1, steps), 4)
         bar.set_postfix(epoch=epoch, loss=mean)
@@ -268,7 +268,7 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
     import numpy as np
     import torch
     from sentence_transformers import InputExample, SentenceTransformer
-    from sentence_transformers.datasets import NoDuplicatesDataLoader
+    from sentence_transformers.sentence_transformer.datasets import NoDuplicatesDataLoader
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
     from pyterrier_tot.models import resolve_model

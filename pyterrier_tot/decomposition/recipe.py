@@ -42,6 +42,7 @@ from pyterrier_tot.decomposition.bases import (  # noqa: F401  (the recipe's pub
     base_grid,
     choose_base,
     choose_epoch,
+    encoding_precision,
     fine_tuned_base,
     fine_tuned_hard,
     hard_negative_examples,
@@ -149,7 +150,9 @@ def recipe_experts(index, fine_tuned: FineTuned = None) -> Tuple[Dict[str, pt.Tr
     the base expert and the names of the experts whose retrievals join the candidates. ``fine_tuned``: a model
     folder or {expert name: folder} (several fine-tuned bases; the first is the base expert)."""
     fts = fine_tuned_models(fine_tuned)
-    experts: Dict[str, pt.Transformer] = {name: base_expert(index, "dense", model=path) for name, path in fts.items()}
+    experts: Dict[str, pt.Transformer] = {name: base_expert(index, "dense", model=path,
+                                                            precision=encoding_precision(name))
+                                          for name, path in fts.items()}
     experts["dense"] = base_expert(index, "dense")
     experts["bm25"] = base_expert(index, "bm25")
     experts["title"] = FieldExpert(index, "title", "dense")
