@@ -175,3 +175,17 @@ def test_tuned_pipeline_fuses_two_fine_tuned_bases(index, tmp_path, monkeypatch,
     assert again.fuser.weights.tolist() == dp.fuser.weights.tolist()
     only = recipe.tuned_pipeline(ds, index, base="mpnet", train_settings=small, k=3, expert_k=2, verbose=False)
     assert list(only.experts)[0] == "dense_ft_mpnet" and "dense_ft" not in only.experts
+
+
+def test_batches_that_cannot_be_filled_are_emitted_short():
+    """Three queries naming the same book: no batch of 2 holds distinct texts; NoDuplicatesDataLoader waits for
+    ever there, DistinctTextBatches emits a short batch."""
+    from sentence_transformers import InputExample
+
+    from pyterrier_tot.decomposition.expert_training import DistinctTextBatches
+
+    same = [InputExample(texts=[f"query {i}", "The Sleepy Kitten"]) for i in range(3)]
+    batches = list(DistinctTextBatches(same, batch_size=2))
+    assert [len(b) for b in batches] == [1]
+    mixed = same + [InputExample(texts=["query 9", "Spaceship Nine"])]
+    assert all(len(b) == 2 for b in DistinctTextBatches(mixed, batch_size=2))

@@ -17,14 +17,14 @@ from pyterrier_tot.decomposition.expert_training import training_metadata
 from pyterrier_tot.models import BiEncoderModel
 
 # (qid, query, gold page): written like the shared 2023-train / 2024-train folders
-YEAR_2023 = [("152", "Film about kids in an old lighthouse .\n A ghost haunts them all night, 90s movie", "1001"),
-             ("153", "Game with a dragon .\n You fly with a blacksmith to the red moon", "1002"),
-             ("154", "Mystery novel .\n A detective and a poisoning at a manor by a lake", "1003"),
-             ("155", "Cartoon about a ship .\n Children stow away on a spaceship to Jupiter", "1004")]
-YEAR_2024 = [("152", "Horse movie .\n A girl trains a wild horse at her grandmother's ranch", "1005"),
-             ("761", "Tall tower .\n A lattice tower made of wrought iron in a French city", "1006"),
-             ("762", "Haunted place .\n Teenagers stuck overnight with a ghost in a lighthouse", "1001"),
-             ("763", "Dragon game .\n A dragon, a blacksmith and the moon, red", "1002")]
+YEAR_2023 = [("152", "Film about kids in an old lighthouse .\n A ghost haunts them all night, not the horse one", "1001"),
+             ("153", "Game with a dragon .\n You fly with a blacksmith to the red moon, like a spaceship", "1002"),
+             ("154", "Mystery novel .\n A detective and a poisoning at a manor by a lake, maybe in Paris", "1003"),
+             ("155", "Cartoon about a ship .\n Children stow away on a spaceship to Jupiter, a ghost story", "1004")]
+YEAR_2024 = [("152", "Horse movie .\n A girl trains a wild horse at her grandmother's ranch, a film", "1005"),
+             ("761", "Tall tower .\n A lattice tower made of wrought iron in a French city, seen in a film", "1006"),
+             ("762", "Haunted place .\n Teenagers stuck overnight with a ghost in a lighthouse, red moon", "1001"),
+             ("763", "Dragon game .\n A dragon, a blacksmith and the moon, red, and a detective", "1002")]
 
 
 def _write_train(folder, rows):

@@ -186,6 +186,46 @@ def clue_form_queries(clues: pd.DataFrame, fields: Sequence[str] = ("title", "au
     return out[has_named.to_numpy() & (out["query"].str.len() >= max(1, min_chars)).to_numpy()].reset_index(drop=True)
 
 
+class DistinctTextBatches:
+    """Batches in which no text appears twice (an in-batch negative must not be some example's own positive),
+    drawn in order from a list reshuffled at the start and at every wrap-around, as sentence-transformers'
+    ``NoDuplicatesDataLoader`` draws them (so training takes the same steps), except that a batch that cannot be
+    filled (a few queries naming the same books, hard negatives that are other queries' answers) is emitted
+    short after one pass without a usable example, where that loader would wait for ever."""
+
+    def __init__(self, examples: list, batch_size: int):
+        self.examples = list(examples)
+        self.batch_size = batch_size
+        self.collate_fn = None
+        self._at = 0
+        random.shuffle(self.examples)
+
+    def __len__(self) -> int:
+        return len(self.examples) // self.batch_size
+
+    def _next_example(self):
+        example = self.examples[self._at]
+        self._at += 1
+        if self._at >= len(self.examples):
+            self._at = 0
+            random.shuffle(self.examples)
+        return example
+
+    def __iter__(self):
+        for _ in range(len(self)):
+            batch, seen, misses = [], set(), 0
+            while len(batch) < self.batch_size and misses < len(self.examples):
+                example = self._next_example()
+                keys = {str(t).strip().lower() for t in example.texts}
+                if keys & seen:
+                    misses += 1
+                    continue
+                batch.append(example)
+                seen |= keys
+                misses = 0
+            yield self.collate_fn(batch) if self.collate_fn is not None else batch
+
+
 def _fit(model, loader, loss, epochs: int, steps: int, schedule_steps: int, warmup_steps: int, lr: float,
          amp: bool, on_epoch: Callable[[int, float], None], desc: Optional[str]) -> None:
     """The optimisation loop of sentence-transformers' ``old_fit`` (AdamW, weight decay 0.01 except biases and
@@ -268,7 +308,6 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
     import numpy as np
     import torch
     from sentence_transformers import InputExample, SentenceTransformer
-    from sentence_transformers.sentence_transformer.datasets import NoDuplicatesDataLoader
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
     from pyterrier_tot.models import resolve_model
@@ -303,7 +342,7 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
     # a fresh copy, never the cached instance of models.load_sentence_transformer (training mutates it)
     model = SentenceTransformer(resolve_model(base_model), device="cpu")
     model.max_seq_length = max_seq_length
-    loader = NoDuplicatesDataLoader([InputExample(texts=list(ex)) for ex in pairs], batch_size=batch_size)
+    loader = DistinctTextBatches([InputExample(texts=list(ex)) for ex in pairs], batch_size=batch_size)
     steps = len(loader) if not max_steps else min(max_steps, len(loader))
     loss = MultipleNegativesRankingLoss(model)
     t0 = time.time()
