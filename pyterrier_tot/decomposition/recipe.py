@@ -271,21 +271,22 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
                    verbose: bool = True,
                    extra_experts: Optional[Dict[str, pt.Transformer]] = None,
                    base: Union[str, Sequence[str]] = "minilm",
-                   train_settings: Optional[dict] = None) -> DecompositionPipeline:
+                   train_settings: Optional[dict] = None, n: int = TUNING_QUERIES) -> DecompositionPipeline:
     """The recipe's decomposition pipeline over ``dataset`` (a ToT dataset with train topics and qrels), ready to
     run: fine-tuned base(s) (``True``: get or train ``base``, one model name or a list such as
     ``["minilm", "mpnet"]``; a path: that model; {expert name: path}; ``False``/``None``: zero-shot MiniLM),
     rule clues (or ``decomposer``), weights fitted on the tuning slice. Offline; cached after the first call.
     ``train_settings``: overrides for the base training (e.g. ``{"max_steps": 2}``; see
     :func:`~pyterrier_tot.decomposition.bases.base_settings`). ``extra_experts``: name → scorer-mode expert
-    fused beside the recipe's (weights fitted on the slice too)."""
+    fused beside the recipe's (weights fitted on the slice too). ``n``: size of the tuning slice."""
     from pyterrier_tot.index import BookIndex
 
     index = index if index is not None else BookIndex(dataset)
     if fine_tuned is True:
-        fine_tuned = fine_tuned_bases(dataset, index, base, train=train, verbose=verbose, **(train_settings or {}))
+        fine_tuned = fine_tuned_bases(dataset, index, base, train=train, verbose=verbose, n=n,
+                                      **(train_settings or {}))
     fine_tuned = fine_tuned_models(fine_tuned) or None
-    weights = fitted_weights(dataset, index, fine_tuned, k=k, expert_k=expert_k, refit=refit, verbose=False,
+    weights = fitted_weights(dataset, index, fine_tuned, n=n, k=k, expert_k=expert_k, refit=refit, verbose=False,
                              extra_experts=extra_experts)
     return build_pipeline(index, fine_tuned, decomposer, weights=weights, k=k, expert_k=expert_k,
                           extra_experts=extra_experts)
