@@ -17,7 +17,7 @@ from pyterrier_tot.decomposition.expert_training import training_metadata
 from pyterrier_tot.models import BiEncoderModel
 
 # (qid, query, gold page): written like the shared 2023-train / 2024-train folders
-YEAR_2023 = [("152", "Film about kids in an old lighthouse .\n A ghost haunts them all night, not the horse one", "1001"),
+YEAR_2023 = [("152", "Film about kids in an old lighthouse .\n A ghost haunts them, not the horse one", "1001"),
              ("153", "Game with a dragon .\n You fly with a blacksmith to the red moon, like a spaceship", "1002"),
              ("154", "Mystery novel .\n A detective and a poisoning at a manor by a lake, maybe in Paris", "1003"),
              ("155", "Cartoon about a ship .\n Children stow away on a spaceship to Jupiter, a ghost story", "1004")]
