@@ -140,41 +140,49 @@ def test_base_grid_saves_every_epoch_and_choose_base_picks_on_the_slice(index, t
 
 
 @pytest.fixture
-def mpnet():
+def second_base(monkeypatch):
+    """all-mpnet-base-v2 where it is unpacked (the user cache), else MiniLM again under its folder name: the
+    multi-base code path runs either way."""
+    from pathlib import Path
+
+    home = Path.home() / ".cache" / "pyterrier_tot" / "models" / "all-mpnet-base-v2"
+    if home.is_dir():
+        monkeypatch.setenv("PYTERRIER_TOT_MPNET", str(home))
     try:
         resolve_model("mpnet")
-    except ModelUnavailableError as e:
-        pytest.skip(f"mpnet not available offline: {e}")
+        return "mpnet", "sentence-transformers/all-mpnet-base-v2"
+    except ModelUnavailableError:
+        folder = resolve_model("minilm")
+        return folder, folder
 
 
-def test_tuned_pipeline_fuses_two_fine_tuned_bases(index, tmp_path, monkeypatch, mpnet):
+def test_tuned_pipeline_fuses_two_fine_tuned_bases(index, tmp_path, monkeypatch, second_base):
     monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
+    second, hub = second_base
+    name = bases.base_expert_name(second)
     ds = TinyDataset()
     small = {"max_steps": 2, "batch_size": 4, "max_seq_length": 32}
-    dp = recipe.tuned_pipeline(ds, index, base=["minilm", "mpnet"], train_settings=small, k=3, expert_k=2,
+    dp = recipe.tuned_pipeline(ds, index, base=["minilm", second], train_settings=small, n=4, k=3, expert_k=2,
                                verbose=False)
-    assert list(dp.experts)[:2] == ["dense_ft", "dense_ft_mpnet"]
-    assert "dense_ft_mpnet" in [n for n in dp.fuser.names]
-    models = {n: pt.Artifact.load(dp.experts[n].model) for n in ("dense_ft", "dense_ft_mpnet")}
+    assert list(dp.experts)[:2] == ["dense_ft", name] and name in dp.fuser.names
+    models = {n: pt.Artifact.load(dp.experts[n].model) for n in ("dense_ft", name)}
     assert all(isinstance(m, BiEncoderModel) for m in models.values())
-    assert models["dense_ft_mpnet"].metadata()["base_model"] == "sentence-transformers/all-mpnet-base-v2"
-    assert models["dense_ft_mpnet"].metadata()["steps"] == 2 * bases.BASE_SETTINGS["mpnet"]["epoch"]
+    assert models[name].metadata()["base_model"] == hub
+    assert models[name].metadata()["steps"] == 2 * bases.base_settings(second)["epoch"]
     out = dp(ds.get_topics("train").head(4))
     assert set(out["qid"]) == {"q0", "q1", "q2", "q3"} and out.groupby("qid")["rank"].min().eq(0).all()
-    # the candidate base sums the two fine-tuned bases
-    assert "dense_ft_mpnet" not in recipe.recipe_experts(index, dp.experts["dense_ft"].model)[0]
     # the weights cache key names the bases: one base and two bases are two fits
-    ft = {n: dp.experts[n].model for n in ("dense_ft", "dense_ft_mpnet")}
-    two = recipe.fitted_weights(ds, index, ft, k=3, expert_k=2)
-    one = recipe.fitted_weights(ds, index, {"dense_ft": ft["dense_ft"]}, k=3, expert_k=2)
+    ft = {n: dp.experts[n].model for n in ("dense_ft", name)}
+    two = recipe.fitted_weights(ds, index, ft, n=4, k=3, expert_k=2)
+    one = recipe.fitted_weights(ds, index, {"dense_ft": ft["dense_ft"]}, n=4, k=3, expert_k=2)
     assert two != one and two.exists() and one.exists()
     # a second call trains and fits nothing: everything comes from the cache
     monkeypatch.setattr(bases, "_corpus", lambda *a: pytest.fail("trained again"))
-    again = recipe.tuned_pipeline(ds, index, base=["minilm", "mpnet"], train_settings=small, k=3, expert_k=2,
+    again = recipe.tuned_pipeline(ds, index, base=["minilm", second], train_settings=small, n=4, k=3, expert_k=2,
                                   verbose=False)
     assert again.fuser.weights.tolist() == dp.fuser.weights.tolist()
-    only = recipe.tuned_pipeline(ds, index, base="mpnet", train_settings=small, k=3, expert_k=2, verbose=False)
-    assert list(only.experts)[0] == "dense_ft_mpnet" and "dense_ft" not in only.experts
+    only = recipe.tuned_pipeline(ds, index, base=second, train_settings=small, n=4, k=3, expert_k=2, verbose=False)
+    assert list(only.experts)[0] == name and "dense_ft" not in only.experts
 
 
 def test_batches_that_cannot_be_filled_are_emitted_short():
