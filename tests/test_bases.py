@@ -197,3 +197,18 @@ def test_batches_that_cannot_be_filled_are_emitted_short():
     assert [len(b) for b in batches] == [1]
     mixed = same + [InputExample(texts=["query 9", "Spaceship Nine"])]
     assert all(len(b) == 2 for b in DistinctTextBatches(mixed, batch_size=2))
+
+
+def test_pairs_read_only_the_gold_books_and_warn_about_missing_ones(index):
+    """build_pairs takes a BookIndex as well as a frame (the same pairs), and a gold docno the corpus lacks is
+    left out with a warning instead of failing the whole training run."""
+    ds = TinyDataset()
+    frame_pairs = build_pairs(ds.topics, ds.qrels, pd.DataFrame(TINY_BOOKS))
+    assert build_pairs(ds.topics, ds.qrels, index) == frame_pairs
+    qrels = ds.qrels.copy()
+    qrels.loc[0, "docno"] = "not-a-book"
+    with pytest.warns(UserWarning, match="1 of 7 training books are not in the corpus"):
+        pairs = build_pairs(ds.topics, qrels, index)
+    assert len(pairs) == len(frame_pairs) - 1
+    with pytest.raises(TypeError, match="corpus frame or a BookIndex"):
+        build_pairs(ds.topics, ds.qrels, ["b1"])
