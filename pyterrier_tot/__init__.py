@@ -31,7 +31,7 @@ from pyterrier_tot.decomposition import (CLUE_FIELDS, CLUE_COLUMNS, YEAR_COLUMN,
                                          DateExpert, WeightedFuser, FuserWeights, train_biencoder, train_base_retriever,
                                          train_field_expert, load_clue_cache, decomposition_pipeline,
                                          DecompositionPipeline, CandidateUnion, ClueLookup, tuning_split,
-                                         fine_tuned_base, tuned_pipeline)
+                                         fine_tuned_base, tuned_pipeline, TrainingSet)
 from pyterrier_tot.covers import CoverRanker, CoverIndex, ClipModel, ClipCheckpoint, finetune_clip, CoverClipTrainer
 from pyterrier_tot.rerank import DenseReranker, ListwiseReranker
 from pyterrier_tot.submission.title_namer import TitleNamer
@@ -72,6 +72,7 @@ __all__ = [
     "RuleClueExtractor", "extract_clues", "FieldExpert", "base_expert", "DateExpert", "WeightedFuser", "FuserWeights",
     "train_biencoder", "train_base_retriever", "train_field_expert", "load_clue_cache", "decomposition_pipeline",
     "DecompositionPipeline", "CandidateUnion", "ClueLookup", "tuning_split", "fine_tuned_base", "tuned_pipeline",
+    "TrainingSet",
     # covers, rerankers
     "CoverRanker", "CoverIndex", "ClipModel", "ClipCheckpoint", "finetune_clip", "CoverClipTrainer", "DenseReranker",
     "ListwiseReranker", "TitleNamer",

@@ -239,12 +239,12 @@ class CorpusStore:
                 out.append(json.loads(f.read(int(self._offsets[p + 1] - self._offsets[p]))))
             return out
 
-    def books_of(self, docnos: Iterable[str]) -> pd.DataFrame:
+    def books_of(self, docnos: Iterable[str], missing: str = "raise") -> pd.DataFrame:
         docnos = [str(d) for d in docnos]
         pos = self.positions(docnos)
-        if (pos < 0).any():
+        if (pos < 0).any() and missing == "raise":
             raise UnknownDocnoError(f"docno(s) not in the corpus: {[d for d, p in zip(docnos, pos) if p < 0][:5]}")
-        return typed_frame(self.rows(pos), COLUMNS)
+        return typed_frame(self.rows(pos[pos >= 0]), COLUMNS)
 
     def iter_rows(self) -> Iterator[Dict[str, Any]]:
         """Every record, in corpus order, one line at a time."""
@@ -353,14 +353,18 @@ class BookCorpus:
             return LazyTextLoader(self, fields_tuple(fields), max_chars, column)
         return TextLoader(self, fields_tuple(fields), max_chars, column)
 
-    def books_of(self, docnos: Iterable[str]) -> pd.DataFrame:
-        """Rows of the corpus frame for ``docnos`` (unknown docnos raise :class:`UnknownDocnoError`, a KeyError)."""
+    def books_of(self, docnos: Iterable[str], missing: str = "raise") -> pd.DataFrame:
+        """Rows of the corpus frame for ``docnos`` (unknown docnos raise :class:`UnknownDocnoError`, a KeyError;
+        ``missing="skip"`` leaves them out instead)."""
+        if missing not in ("raise", "skip"):
+            raise ValueError(f"books_of: missing must be 'raise' or 'skip', not {missing!r}")
         if self._store is not None:
-            return self._store.books_of(docnos)
+            return self._store.books_of(docnos, missing)
         docnos = list(docnos)
-        missing = [d for d in docnos if d not in self._docno_pos.index]
-        if missing:
-            raise UnknownDocnoError(f"docno(s) not in the corpus: {missing[:5]}")
+        unknown = [d for d in docnos if d not in self._docno_pos.index]
+        if unknown and missing == "raise":
+            raise UnknownDocnoError(f"docno(s) not in the corpus: {unknown[:5]}")
+        docnos = [d for d in docnos if d in self._docno_pos.index] if unknown else docnos
         return self.corpus.iloc[self._docno_pos[docnos].values].reset_index(drop=True)
 
     def _progress(self, docs: Iterable, desc: str, file=None) -> Iterable:

@@ -106,6 +106,41 @@ def test_trainers_see_only_the_training_rest(ds, index, monkeypatch, tmp_path):
     assert set(ds.asked) == {"train"}
 
 
+def test_base_model_paths_see_only_the_training_rest(ds, index, monkeypatch):
+    """fine_tuned_base(model=...), base_grid and the multi-base tuned_pipeline train on the rest only (real
+    training, 1 step, a second base given as a model folder), and choose_base / the fused weights read only the
+    tuning slice."""
+    from pyterrier_tot.decomposition import bases, expert_training
+    from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
+    from pyterrier_tot.models import resolve_model
+
+    tuning, rest = _slices(ds)
+    rest_text = set(ds.topics.set_index("qid").loc[sorted(rest), "query"])
+    anchors, fitted = set(), set()
+    real = expert_training.train_biencoder
+
+    def spy(pairs, output_dir=None, **kw):
+        anchors.update(ex[0] for ex in pairs)
+        return real(pairs, output_dir, **{**kw, "max_steps": 1, "max_seq_length": 16, "batch_size": 4})
+
+    fit_w = WeightedFuser.fit
+
+    def spy_w(self, topics, qrels, *a, **kw):
+        fitted.update(set(topics["qid"]) | set(qrels["qid"]))
+        return fit_w(self, topics, qrels, *a, **kw)
+
+    monkeypatch.setattr(expert_training, "train_biencoder", spy)
+    monkeypatch.setattr(WeightedFuser, "fit", spy_w)
+    runs = bases.base_grid(ds, "minilm", lrs=(1e-4,), epochs=2, n=4, index=index, verbose=False)
+    assert anchors and anchors <= rest_text and len(runs) == 2
+    best, table = bases.choose_base(ds, index, runs, n=4)
+    other = resolve_model("minilm")  # a second base named by its folder
+    dp = recipe.tuned_pipeline(ds, index, base=["minilm", other], n=4, k=3, expert_k=2, verbose=False)
+    assert [n for n in dp.experts if n.startswith("dense_ft")] == ["dense_ft", bases.base_expert_name(other)]
+    assert anchors <= rest_text and fitted == tuning
+    assert set(ds.asked) == {"train"}
+
+
 def test_fusers_fit_only_on_the_tuning_slice(ds, index, monkeypatch):
     from pyterrier_tot.decomposition.learned_fuser import LearnedFuser
     from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser

@@ -16,6 +16,7 @@ from pyterrier_tot.decomposition.pipeline import (
                                                          DecompositionPipeline,
                                                          decomposition_pipeline,
 )
+from pyterrier_tot.decomposition.bases import TrainingSet
 from pyterrier_tot.decomposition.recipe import fine_tuned_base, tuned_pipeline, tuning_split
 from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor, extract_clues
 from pyterrier_tot.decomposition.weighted_fuser import FuserWeights, WeightedFuser
@@ -24,4 +25,4 @@ __all__ = ["CLUE_FIELDS", "CLUE_COLUMNS", "FIELD_FOR_CLUE", "YEAR_COLUMN", "clue
            "ClueDecomposer", "RuleClueExtractor", "extract_clues", "FieldExpert", "base_expert", "DateExpert",
            "WeightedFuser", "FuserWeights", "train_biencoder", "train_base_retriever", "train_field_expert",
            "load_clue_cache", "decomposition_pipeline", "DecompositionPipeline", "CandidateUnion", "ClueLookup",
-           "tuning_split", "fine_tuned_base", "tuned_pipeline"]
+           "tuning_split", "fine_tuned_base", "tuned_pipeline", "TrainingSet"]

@@ -31,8 +31,9 @@ import json
 import math
 import random
 import time
+import warnings
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 
@@ -69,23 +70,42 @@ def _gold(qrels: pd.DataFrame) -> pd.DataFrame:
     return q
 
 
-def build_pairs(queries: pd.DataFrame, qrels: pd.DataFrame, corpus: pd.DataFrame, query_column: str = "query",
+def book_texts(corpus, docnos: Iterable[str], doc_fields: Sequence[str] = ("title", "text"),
+               max_chars: Optional[int] = None) -> Dict[str, str]:
+    """docno -> text (``doc_fields`` joined by newlines, stripped, cut at ``max_chars``) of the books of ``docnos``
+    that ``corpus`` holds. ``corpus``: a corpus frame, or a :class:`~pyterrier_tot.index.BookIndex` (anything with
+    ``books_of``), which is read by docno: a streamed corpus (TREC ToT, 6.4M pages) is never loaded whole.
+    Docnos the corpus lacks are left out, with a warning."""
+    wanted = list(dict.fromkeys(str(d) for d in docnos))
+    if isinstance(corpus, pd.DataFrame):
+        require_columns(corpus, ["docno", *doc_fields], "training corpus")
+        books = corpus[corpus["docno"].astype(str).isin(set(wanted))]
+    elif hasattr(corpus, "books_of"):
+        books = corpus.books_of(wanted, missing="skip")
+        require_columns(books, ["docno", *doc_fields], "training corpus")
+    else:
+        raise TypeError(f"training corpus must be a corpus frame or a BookIndex, not {type(corpus).__name__}")
+    texts = ["\n".join(row).strip() for row in books[list(doc_fields)].fillna("").astype(str).itertuples(index=False)]
+    found = dict(zip(books["docno"].astype(str), [t[:max_chars] if max_chars else t for t in texts]))
+    lost = [d for d in wanted if d not in found]
+    if lost:
+        warnings.warn(f"{len(lost)} of {len(wanted)} training books are not in the corpus (e.g. {lost[:3]}); "
+                      "their examples are left out", stacklevel=3)
+    return found
+
+
+def build_pairs(queries: pd.DataFrame, qrels: pd.DataFrame, corpus, query_column: str = "query",
                 doc_fields: Sequence[str] = ("title", "text"), max_chars: Optional[int] = None) -> List[Pair]:
     """(query text, gold book text) pairs: one per relevant (qid, docno); queries whose ``query_column`` is N/A or
-    whose gold book has empty ``doc_fields`` are skipped."""
+    whose gold book has empty ``doc_fields`` are skipped. ``corpus``: a corpus frame or a BookIndex (see
+    :func:`book_texts`: only the gold books are read)."""
     require_columns(queries, ["qid", query_column], "build_pairs")
-    require_columns(corpus, ["docno", *doc_fields], "build_pairs corpus")
     q = queries[["qid", query_column]].copy()
     q["qid"] = q["qid"].astype(str)
-    books = corpus.copy()
-    books["docno"] = books["docno"].astype(str)
-    books["_doc"] = books[list(doc_fields)].fillna("").astype(str).agg("\n".join, axis=1).str.strip()
-    if max_chars:
-        books["_doc"] = books["_doc"].str.slice(0, max_chars)
-    merged = q.merge(_gold(qrels), on="qid").merge(books[["docno", "_doc"]], on="docno")
-    pairs = [(str(a).strip(), d) for a, d in zip(merged[query_column], merged["_doc"])
-             if not is_missing(a) and d.strip()]
-    return pairs
+    merged = q.merge(_gold(qrels), on="qid")
+    texts = book_texts(corpus, merged["docno"], doc_fields, max_chars)
+    return [(str(a).strip(), texts[d]) for a, d in zip(merged[query_column], merged["docno"])
+            if not is_missing(a) and texts.get(d, "").strip()]
 
 
 def build_field_pairs(field: str, clues: pd.DataFrame, qrels: pd.DataFrame, corpus: pd.DataFrame,
@@ -127,24 +147,18 @@ def _dimension(model) -> int:
     return get()
 
 
-def _book_texts(corpus: pd.DataFrame, doc_fields: Sequence[str], max_chars: Optional[int] = None) -> dict:
-    require_columns(corpus, ["docno", *doc_fields], "training corpus")
-    texts = corpus[list(doc_fields)].fillna("").astype(str).agg("\n".join, axis=1).str.strip()
-    if max_chars:
-        texts = texts.str.slice(0, max_chars)
-    return dict(zip(corpus["docno"].astype(str), texts))
-
-
-def build_examples(queries: pd.DataFrame, qrels: pd.DataFrame, corpus: pd.DataFrame,
+def build_examples(queries: pd.DataFrame, qrels: pd.DataFrame, corpus,
                    negatives: Dict[str, List[str]], n_negatives: int, query_column: str = "query",
                    doc_fields: Sequence[str] = ("title", "text"), max_chars: Optional[int] = None) -> List[Example]:
     """(query, gold book, ``n_negatives`` hard negatives) examples, the negatives from ``negatives`` (qid ->
     docnos, e.g. :func:`~pyterrier_tot.decomposition.hard_negatives.sample_negatives`). A query with fewer
-    negatives, an N/A query text or an empty gold book is skipped (MNRL needs the same width everywhere)."""
+    negatives, an N/A query text or an empty gold book is skipped (MNRL needs the same width everywhere).
+    ``corpus``: a corpus frame or a BookIndex (only the gold and negative books are read)."""
     require_columns(queries, ["qid", query_column], "build_examples")
-    texts = _book_texts(corpus, doc_fields, max_chars)
     gold = _gold(qrels)
     q = queries[["qid", query_column]].astype({"qid": str}).merge(gold, on="qid")
+    wanted = list(q["docno"]) + [d for qid in q["qid"].unique() for d in negatives.get(qid, [])]
+    texts = book_texts(corpus, wanted, doc_fields, max_chars)
     out: List[Example] = []
     for qid, anchor, docno in zip(q["qid"], q[query_column], q["docno"]):
         negs = [texts[d] for d in negatives.get(qid, []) if texts.get(d, "").strip()][:n_negatives]
@@ -172,27 +186,128 @@ def clue_form_queries(clues: pd.DataFrame, fields: Sequence[str] = ("title", "au
     return out[has_named.to_numpy() & (out["query"].str.len() >= max(1, min_chars)).to_numpy()].reset_index(drop=True)
 
 
+class DistinctTextBatches:
+    """Batches in which no text appears twice (an in-batch negative must not be some example's own positive),
+    drawn in order from a list reshuffled at the start and at every wrap-around, as sentence-transformers'
+    ``NoDuplicatesDataLoader`` draws them (so training takes the same steps), except that a batch that cannot be
+    filled (a few queries naming the same books, hard negatives that are other queries' answers) is emitted
+    short after one pass without a usable example, where that loader would wait for ever."""
+
+    def __init__(self, examples: list, batch_size: int):
+        self.examples = list(examples)
+        self.batch_size = batch_size
+        self.collate_fn = None
+        self._at = 0
+        random.shuffle(self.examples)
+
+    def __len__(self) -> int:
+        return len(self.examples) // self.batch_size
+
+    def _next_example(self):
+        example = self.examples[self._at]
+        self._at += 1
+        if self._at >= len(self.examples):
+            self._at = 0
+            random.shuffle(self.examples)
+        return example
+
+    def __iter__(self):
+        for _ in range(len(self)):
+            batch, seen, misses = [], set(), 0
+            while len(batch) < self.batch_size and misses < len(self.examples):
+                example = self._next_example()
+                keys = {str(t).strip().lower() for t in example.texts}
+                if keys & seen:
+                    misses += 1
+                    continue
+                batch.append(example)
+                seen |= keys
+                misses = 0
+            yield self.collate_fn(batch) if self.collate_fn is not None else batch
+
+
+def _fit(model, loader, loss, epochs: int, steps: int, schedule_steps: int, warmup_steps: int, lr: float,
+         amp: bool, on_epoch: Callable[[int, float], None], desc: Optional[str]) -> None:
+    """The optimisation loop of sentence-transformers' ``old_fit`` (AdamW, weight decay 0.01 except biases and
+    LayerNorm, linear warm-up then decay over ``schedule_steps``, gradients clipped at norm 1), run for ``epochs``
+    epochs of ``steps``; ``amp``: forward passes under bfloat16 autocast (weights and optimiser stay fp32).
+    ``on_epoch(e, mean_loss)`` runs after epoch ``e`` (1-based); ``desc``: the progress bar's label (None: no bar)."""
+    import pyterrier as pt
+    import torch
+    import transformers
+
+    no_decay = ("bias", "LayerNorm.bias", "LayerNorm.weight")
+    named = list(loss.named_parameters())
+    groups = [{"params": [p for n, p in named if not any(nd in n for nd in no_decay)], "weight_decay": 0.01},
+              {"params": [p for n, p in named if any(nd in n for nd in no_decay)], "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=lr)
+    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, num_warmup_steps=warmup_steps,
+                                                             num_training_steps=schedule_steps)
+    loader.collate_fn = model.smart_batching_collate
+    batches = iter(loader)
+    # one bar over all steps, redrawn at most every 30 s: a log file gets a line per half minute, not per step
+    bar = pt.tqdm(total=epochs * steps, desc=desc, unit="step", mininterval=30, disable=desc is None)
+    for epoch in range(1, epochs + 1):
+        loss.zero_grad()
+        loss.train()
+        total = 0.0
+        for _ in range(steps):
+            try:
+                features, labels = next(batches)
+            except StopIteration:
+                batches = iter(loader)
+                features, labels = next(batches)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+                value = loss(features, labels)
+            value.backward()
+            torch.nn.utils.clip_grad_norm_(loss.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad()
+            scheduler.step()
+            total += float(value.detach())
+            bar.update(1)
+        mean = round(total / max(1, steps), 4)
+        bar.set_postfix(epoch=epoch, loss=mean)
+        on_epoch(epoch, mean)
+    bar.close()
+
+
+def _save_model(model, out: Path, meta: dict, overwrite: bool) -> None:
+    with building(out, overwrite=overwrite) as tmp:
+        model.save(str(tmp), safe_serialization=True)
+        (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=2))
+        summary = {k: meta[k] for k in ("kind", "base_model", "n_pairs", "steps") if k in meta}
+        if "field" in meta:
+            summary["field"] = meta["field"]
+        write_meta(tmp, BiEncoderModel.ARTIFACT_TYPE, BiEncoderModel.ARTIFACT_FORMAT, **summary,
+                   embedding_dim=_dimension(model), training_file=METADATA_FILE)
+
+
 def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None] = None,
                     base_model: Optional[str] = None,
                     epochs: int = DEFAULTS["epochs"], batch_size: int = DEFAULTS["batch_size"],
                     max_seq_length: int = DEFAULTS["max_seq_length"], lr: float = DEFAULTS["lr"],
                     warmup_ratio: float = DEFAULTS["warmup_ratio"], max_steps: Optional[int] = None,
                     seed: int = DEFAULTS["seed"], kind: str = "biencoder", show_progress_bar: bool = True,
-                    extra_metadata: Optional[dict] = None) -> Path:
+                    extra_metadata: Optional[dict] = None, schedule_epochs: Optional[int] = None,
+                    epoch_dirs: Optional[Dict[int, Union[str, Path]]] = None, amp: bool = False) -> Path:
     """Fine-tune ``base_model`` (default MiniLM, resolved offline; a fine-tuned folder continues its training)
     on (anchor, positive) pairs, or (anchor, positive, negative, ...) examples of one width, with
     MultipleNegativesRankingLoss (the extra texts are hard negatives beside the in-batch ones) and save it to
     ``output_dir`` (default under the library cache).
 
-    ``max_steps`` caps the optimisation steps (per epoch). Returns the output directory, loadable by
+    ``max_steps`` caps the optimisation steps (per epoch). ``schedule_epochs`` (default ``epochs``): the epochs
+    the learning-rate schedule spans, so that ``epochs=1, schedule_epochs=3`` is the first epoch of a 3-epoch run.
+    ``epoch_dirs``: ``{epoch: folder}``, a complete model saved after each of those epochs as well (a checkpoint
+    per epoch, so choosing the epoch costs no retraining). ``amp``: bfloat16 autocast for the forward passes
+    (about twice as fast on CPUs with AMX; weights stay fp32). Returns the output directory, loadable by
     :class:`~pyterrier_tot.decomposition.field_expert.FieldExpert` (``model=path``), ``BookIndex.dense(path)``,
     ``SentenceTransformer(path)`` or ``pt.Artifact.load(path)`` (a :class:`~pyterrier_tot.models.BiEncoderModel`).
-    The folder appears only once complete; an existing model folder there is replaced.
+    Each folder appears only once complete; an existing model folder there is replaced.
     """
     import numpy as np
     import torch
     from sentence_transformers import InputExample, SentenceTransformer
-    from sentence_transformers.datasets import NoDuplicatesDataLoader
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
     from pyterrier_tot.models import resolve_model
@@ -203,38 +318,51 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
         raise ValueError(f"train_biencoder: every example needs the same number (>= 2) of texts, got widths {widths}")
     if len(pairs) < 2:
         raise ValueError(f"train_biencoder: need at least 2 (anchor, positive) pairs, got {len(pairs)}")
+    schedule_epochs = schedule_epochs or epochs
+    if epochs < 1 or schedule_epochs < epochs:
+        raise ValueError(f"train_biencoder: need 1 <= epochs <= schedule_epochs, got epochs={epochs}, "
+                         f"schedule_epochs={schedule_epochs}")
+    epoch_dirs = {int(e): Path(p).expanduser() for e, p in (epoch_dirs or {}).items()}
+    bad = sorted(e for e in epoch_dirs if not 1 <= e <= epochs)
+    if bad:
+        raise ValueError(f"train_biencoder: epoch_dirs names epochs {bad} outside 1..{epochs}")
     batch_size = max(2, min(batch_size, len(pairs)))
     params = dict(epochs=epochs, batch_size=batch_size, max_seq_length=max_seq_length, lr=lr,
                   warmup_ratio=warmup_ratio, max_steps=max_steps, seed=seed)
+    if schedule_epochs != epochs:  # absent otherwise, so the default folder names of older runs stay the same
+        params["schedule_epochs"] = schedule_epochs
+    if amp:
+        params["amp"] = "bf16"
     out = Path(output_dir).expanduser() if output_dir else _default_dir(kind, base_model, len(pairs), params)
-    overwrite = _replaceable(out)  # checked before training, not after minutes of it
+    targets = {**epoch_dirs, epochs: out}
+    overwrite = {e: _replaceable(p) for e, p in targets.items()}  # checked before training, not after minutes of it
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
     # a fresh copy, never the cached instance of models.load_sentence_transformer (training mutates it)
     model = SentenceTransformer(resolve_model(base_model), device="cpu")
     model.max_seq_length = max_seq_length
-    examples = [InputExample(texts=list(ex)) for ex in pairs]
-    loader = NoDuplicatesDataLoader(examples, batch_size=batch_size)
+    loader = DistinctTextBatches([InputExample(texts=list(ex)) for ex in pairs], batch_size=batch_size)
     steps = len(loader) if not max_steps else min(max_steps, len(loader))
     loss = MultipleNegativesRankingLoss(model)
     t0 = time.time()
-    model.old_fit(train_objectives=[(loader, loss)], epochs=epochs, steps_per_epoch=steps,
-                  warmup_steps=int(math.ceil(warmup_ratio * steps * epochs)), optimizer_params={"lr": lr},
-                  show_progress_bar=show_progress_bar)
-    seconds = time.time() - t0
     meta = {"kind": kind, "base_model": str(base_model or "sentence-transformers/all-MiniLM-L6-v2"),
-            "n_pairs": len(pairs), "n_negatives": len(pairs[0]) - 2, "steps": steps * epochs,
-            "seconds": round(seconds, 1),
+            "n_pairs": len(pairs), "n_negatives": len(pairs[0]) - 2,
             "loss": "MultipleNegativesRankingLoss", **params, **(extra_metadata or {})}
-    with building(out, overwrite=overwrite) as tmp:
-        model.save(str(tmp), safe_serialization=True)
-        (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=2))
-        summary = {k: meta[k] for k in ("kind", "base_model", "n_pairs", "steps") if k in meta}
-        if "field" in meta:
-            summary["field"] = meta["field"]
-        write_meta(tmp, BiEncoderModel.ARTIFACT_TYPE, BiEncoderModel.ARTIFACT_FORMAT, **summary,
-                   embedding_dim=_dimension(model), training_file=METADATA_FILE)
+    epoch_losses: List[float] = []
+
+    def on_epoch(epoch: int, mean_loss: float) -> None:
+        epoch_losses.append(mean_loss)
+        if epoch in targets:
+            info = {**meta, "epochs": epoch, "steps": steps * epoch, "seconds": round(time.time() - t0, 1),
+                    "epoch_losses": list(epoch_losses)}
+            if epoch != epochs:
+                info["schedule_epochs"] = schedule_epochs
+            _save_model(model, targets[epoch], info, overwrite[epoch])
+
+    _fit(model, loader, loss, epochs, steps, steps * schedule_epochs,
+         int(math.ceil(warmup_ratio * steps * schedule_epochs)), lr, amp, on_epoch,
+         f"training {kind}" if show_progress_bar else None)
     return out
 
 
@@ -243,10 +371,11 @@ def training_metadata(path) -> dict:
     return json.loads((Path(str(path)) / METADATA_FILE).read_text())
 
 
-def train_base_retriever(topics: pd.DataFrame, qrels: pd.DataFrame, corpus: pd.DataFrame,
+def train_base_retriever(topics: pd.DataFrame, qrels: pd.DataFrame, corpus,
                          output_dir: Union[str, Path, None] = None, doc_fields: Sequence[str] = ("title", "text"),
                          **kwargs) -> Path:
-    """Fine-tune the base retriever on (full query, gold book title + text) pairs."""
+    """Fine-tune the base retriever on (full query, gold book title + text) pairs. ``corpus``: a corpus frame or a
+    BookIndex, streamed or not (only the gold books are read, by docno)."""
     pairs = build_pairs(topics, qrels, corpus, "query", doc_fields)
     return train_biencoder(pairs, output_dir, kind="base", extra_metadata={"field": "+".join(doc_fields)}, **kwargs)
 

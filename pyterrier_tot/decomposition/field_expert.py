@@ -82,12 +82,14 @@ class FieldExpert(pt.Transformer):
     :param scorer_depth: BM25 scorer mode: how deep to retrieve before joining onto the candidates
     :param unknown_docnos: scorer mode, a docno not in the index: ``"raise"`` (default,
         :class:`~pyterrier_tot.errors.UnknownDocnoError`) or ``"nan"`` (NaN score, with a warning)
+    :param precision: dense encoding precision, ``"fp32"`` (default) or ``"bf16"`` (see ``BookIndex.dense``)
     """
 
     def __init__(self, index, field: str, backend: str = "dense", model: Optional[str] = None,
                  clue: Optional[str] = None, book_fields: Optional[Sequence[str]] = None, num_results: int = 1000,
                  normalise: Optional[str] = "minmax", scorer_depth: int = 1000, max_chars: Optional[int] = None,
-                 bm25_kwargs: Optional[dict] = None, unknown_docnos: str = "raise"):
+                 bm25_kwargs: Optional[dict] = None, unknown_docnos: str = "raise",
+                 precision: Optional[str] = None):
         if field != "query" and (field not in CLUE_FIELDS or field in ("date", "cover")):
             raise ValueError(f"FieldExpert field must be 'query' or one of title, author, genre, plot; got {field!r} "
                              "(dates: DateExpert; covers: CoverRanker)")
@@ -115,6 +117,7 @@ class FieldExpert(pt.Transformer):
         self.max_chars = max_chars
         self.bm25_kwargs = dict(bm25_kwargs or {})
         self.unknown_docnos = check_unknown_docnos_arg(unknown_docnos)
+        self.precision = precision
         self.empty_results = 0
         self._retriever = None
         self._scorer = None
@@ -130,7 +133,8 @@ class FieldExpert(pt.Transformer):
         n = num_results or self.num_results
         if self.backend == "bm25":
             return self.index.bm25(fields=self.book_fields, num_results=n, **self.bm25_kwargs)
-        return self.index.dense(self.model, fields=self.book_fields, num_results=n, max_chars=self.max_chars)
+        return self.index.dense(self.model, fields=self.book_fields, num_results=n, max_chars=self.max_chars,
+                                precision=self.precision)
 
     def _get_retriever(self):
         if self._retriever is None:
@@ -142,7 +146,8 @@ class FieldExpert(pt.Transformer):
             if self.backend == "bm25":
                 self._scorer = self.index.bm25_scorer(self.book_fields, depth=self.scorer_depth, **self.bm25_kwargs)
             else:
-                self._scorer = self.index.dense_scorer(self.model, fields=self.book_fields, max_chars=self.max_chars)
+                self._scorer = self.index.dense_scorer(self.model, fields=self.book_fields, max_chars=self.max_chars,
+                                                       precision=self.precision)
         return self._scorer
 
     def _queries_with_clue(self, queries: pd.DataFrame) -> pd.DataFrame:
@@ -209,6 +214,8 @@ class FieldExpert(pt.Transformer):
 
     def __repr__(self):
         model = "" if self.backend == "bm25" else f", model={self.model or 'minilm'!r}"
+        if self.backend == "dense" and self.precision not in (None, "fp32"):
+            model += f", precision={self.precision!r}"
         unknown = "" if self.unknown_docnos == "raise" else f", unknown_docnos={self.unknown_docnos!r}"
         return (f"FieldExpert({self.field!r}, {self.backend}{model}, fields={'+'.join(self.book_fields)}, "
                 f"normalise={self.normalise!r}{unknown})")

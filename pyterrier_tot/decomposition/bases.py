@@ -1,0 +1,331 @@
+"""The recipe's base retrievers: bi-encoders fine-tuned on the training queries outside the tuning slice, one per
+base model (MiniLM, mpnet, or any sentence-transformers model), each cached as a ``pt.Artifact`` folder.
+
+    from pyterrier_tot.decomposition import bases
+    minilm = bases.fine_tuned_base(ds)                       # all-MiniLM-L6-v2: 1 epoch, lr 2e-5 (~5 min on 2 cores)
+    mpnet = bases.fine_tuned_base(ds, model="mpnet")         # all-mpnet-base-v2, BASE_SETTINGS["mpnet"]
+    runs = bases.base_grid(ds, "mpnet", lrs=(2e-5, 5e-5), epochs=3)   # one run per lr, a checkpoint per epoch
+    best, table = bases.choose_base(ds, index, runs)         # Recall@5 of each on the tuning slice
+
+The protocol is MiniLM's for every base: full query -> gold book (title + text) pairs from the training queries
+outside the tuning slice, MultipleNegativesRankingLoss, batch 16, ``max_seq_length`` 256, 10% warm-up. The
+learning rate and the epoch of each base are chosen on the tuning slice (:func:`base_grid` + :func:`choose_base`)
+and recorded in :data:`BASE_SETTINGS`; a run of ``schedule`` epochs saves a model after each epoch, so the choice
+of the epoch costs no retraining, and ``fine_tuned_base`` re-creates the chosen checkpoint by training only its
+epochs of that schedule.
+
+The corpus is read by docno: pass ``index=`` a :class:`~pyterrier_tot.index.BookIndex` whose corpus is streamed
+(TREC ToT 2025, 6.4M pages) and only the gold books (and, for hard negatives, the mined ones) are read.
+:class:`TrainingSet` puts query sets that come without a ``train`` split (the TREC ToT 2023 / 2024 training
+queries) under the one split the recipe reads::
+
+    train = bases.TrainingSet([ptt.get_dataset("trec-tot-local/2023-train"),
+                               ptt.get_dataset("trec-tot-local/2024-train")])
+    index = ptt.BookIndex(ptt.get_dataset("trec-tot/2025/train"))          # streamed, never loaded
+    path = bases.fine_tuned_base(train, index=index, n=60)
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import pandas as pd
+
+from pyterrier_tot._util import cache_dir, require_columns
+from pyterrier_tot.decomposition.protocol import (
+    TRAIN_SPLIT,
+    TUNING_QUERIES,
+    TUNING_SEED,
+    complete_model,
+    dataset_tag,
+    train_data,
+)
+
+#: Training settings of each base model, chosen on the tuning slice (``benchmarks/results/bases.md``):
+#: ``lr``; ``epoch``: the checkpoint used; ``schedule``: the epochs its learning-rate schedule spans; ``amp``:
+#: bfloat16 autocast in training; ``precision``: how the recipe encodes books and queries with it. A model not
+#: named here trains with the MiniLM settings.
+BASE_SETTINGS: Dict[str, dict] = {
+    "minilm": {"lr": 2e-5, "epoch": 1, "schedule": 1, "amp": False, "precision": "fp32"},
+    "mpnet": {"lr": 2e-5, "epoch": 1, "schedule": 1, "amp": True, "precision": "fp32"},
+}
+#: Settings shared by every base (the MiniLM protocol); any of them can be overridden per call.
+COMMON = {"batch_size": 16, "max_seq_length": 256, "warmup_ratio": 0.1, "seed": 42}
+
+
+def _slug(model: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", Path(str(model)).name).strip("-").lower() or "model"
+
+
+def base_settings(model: str = "minilm", **overrides) -> dict:
+    """The full training settings of base ``model`` (:data:`BASE_SETTINGS` + :data:`COMMON`), with ``overrides``
+    (``lr``, ``epoch``, ``schedule``, ``amp``, ``batch_size``, ``max_seq_length``, ``max_steps``, ...)."""
+    cfg = {**COMMON, **BASE_SETTINGS.get(str(model).lower(), BASE_SETTINGS["minilm"]), **overrides}
+    if not 1 <= cfg["epoch"] <= cfg["schedule"]:
+        raise ValueError(f"base settings need 1 <= epoch <= schedule, got epoch={cfg['epoch']}, "
+                         f"schedule={cfg['schedule']}")
+    return cfg
+
+
+def base_dir(dataset, model: str = "minilm", n: int = TUNING_QUERIES, **settings) -> Path:
+    """The cache folder of base ``model`` fine-tuned on ``dataset`` with ``settings`` (see :func:`base_settings`)."""
+    cfg = base_settings(model, **settings)
+    tag = dataset_tag(dataset)
+    if str(model).lower() == "minilm" and cfg == base_settings("minilm"):
+        # the name the benchmark has always used, so a model trained by an older run is found again
+        return cache_dir() / "models" / f"base-minilm-{tag}-train-minus-fit{n}-e1"
+    extra = "".join(f"-{k}{cfg[k]}" for k in ("batch_size", "max_seq_length", "seed", "warmup_ratio")
+                    if cfg[k] != COMMON[k])
+    steps = f"-s{cfg['max_steps']}" if cfg.get("max_steps") else ""
+    amp = "-bf16" if cfg["amp"] else ""
+    return cache_dir() / "models" / (f"base-{_slug(model)}-{tag}-train-minus-fit{n}-lr{cfg['lr']:g}{extra}{steps}"
+                                     f"{amp}-e{cfg['epoch']}of{cfg['schedule']}")
+
+
+def _hub_name(model: str) -> str:
+    from pyterrier_tot.models import ALIASES
+
+    return ALIASES.get(str(model).lower(), str(model))
+
+
+def _train_kwargs(model: str, cfg: dict) -> dict:
+    keys = ("batch_size", "max_seq_length", "warmup_ratio", "seed", "max_steps", "lr", "amp")
+    return {"base_model": _hub_name(model), "epochs": cfg["epoch"], "schedule_epochs": cfg["schedule"],
+            **{k: cfg[k] for k in keys if k in cfg}}
+
+
+def _corpus(dataset, index):
+    if index is not None:
+        return index
+    from pyterrier_tot.index import BookIndex
+
+    if isinstance(dataset, TrainingSet):
+        raise ValueError(f"{dataset!r} has no corpus of its own: pass index= (a BookIndex of the corpus its "
+                         "qrels point into)")
+    return BookIndex(dataset)
+
+
+def fine_tuned_base(dataset, n: int = TUNING_QUERIES, seed: int = TUNING_SEED, path: Union[str, Path, None] = None,
+                    train: bool = True, verbose: bool = True, *, model: str = "minilm", index=None,
+                    **settings) -> Optional[str]:
+    """The fine-tuned base retriever ``model`` of the recipe (a model folder, usable as ``model=``): reused when
+    cached, otherwise trained on the training queries outside the tuning slice (``train=False``: ``None``
+    instead). ``index``: the BookIndex whose books the qrels name (default ``BookIndex(dataset)``); a streamed
+    one is read by docno. ``settings`` override :data:`BASE_SETTINGS` (see :func:`base_settings`).
+
+    Cost on two idle CPU cores (1,553 Reddit-TOMT pairs, 97 steps per epoch): MiniLM about 5 minutes, mpnet
+    about 5 times as much per epoch (less with ``amp``)."""
+    from pyterrier_tot.decomposition import expert_training
+
+    cfg = base_settings(model, **settings)
+    out = Path(path) if path else base_dir(dataset, model, n, **settings)
+    if complete_model(out):
+        return str(out)
+    if not train:
+        return None
+    rest, qrels = train_data(dataset, "rest", n, seed)
+    if verbose:
+        print(f"fine-tuning the {model} base retriever on {len(rest)} training queries into {out}")
+    result = expert_training.train_base_retriever(rest, qrels, _corpus(dataset, index), output_dir=out,
+                                                  **_train_kwargs(model, cfg))
+    return str(getattr(result, "path", result))
+
+
+def base_grid(dataset, model: str = "mpnet", lrs: Sequence[float] = (2e-5,), epochs: int = 3,
+              n: int = TUNING_QUERIES, seed: int = TUNING_SEED, index=None, train: bool = True,
+              verbose: bool = True, **settings) -> Dict[Tuple[float, int], str]:
+    """Fine-tuned ``model`` for each learning rate of ``lrs`` with an ``epochs``-epoch schedule, saved after every
+    epoch: ``{(lr, epoch): folder}`` for the checkpoints that exist (``train=False`` trains nothing). Choose
+    among them with :func:`choose_base`; one run per learning rate is the whole cost."""
+    from pyterrier_tot.decomposition import expert_training
+
+    found: Dict[Tuple[float, int], str] = {}
+    for lr in lrs:
+        dirs = {e: base_dir(dataset, model, n, **{**settings, "lr": lr, "epoch": e, "schedule": epochs})
+                for e in range(1, epochs + 1)}
+        if train and not all(complete_model(p) for p in dirs.values()):
+            rest, qrels = train_data(dataset, "rest", n, seed)
+            cfg = base_settings(model, **{**settings, "lr": lr, "epoch": epochs, "schedule": epochs})
+            if verbose:
+                print(f"fine-tuning {model} (lr {lr:g}, {epochs} epochs, a checkpoint per epoch) on {len(rest)} "
+                      "training queries")
+            expert_training.train_base_retriever(rest, qrels, _corpus(dataset, index), output_dir=dirs[epochs],
+                                                 epoch_dirs={e: p for e, p in dirs.items() if e < epochs},
+                                                 **_train_kwargs(model, cfg))
+        found.update({(lr, e): str(p) for e, p in dirs.items() if complete_model(p)})
+    return found
+
+
+def choose_base(dataset, index, models: dict, metric: str = "R@5", n: int = TUNING_QUERIES,
+                precision: Optional[str] = None) -> Tuple[object, pd.DataFrame]:
+    """The key of ``models`` (e.g. ``(lr, epoch)`` from :func:`base_grid`, or an epoch) whose dense retriever
+    scores best on the tuning slice (``metric``; ties go to the earlier key), with the table of all."""
+    from pyterrier_tot.evaluation import tot_experiment
+
+    tuning, qrels = train_data(dataset, "tuning", n)
+    keys = sorted(models)
+    table = tot_experiment([index.dense(models[k], precision=precision) for k in keys], tuning, qrels,
+                           names=[str(k) for k in keys], round=None)
+    table["key"] = keys
+    table["order"] = range(len(keys))
+    best = table.sort_values([metric, "order"], ascending=[False, True]).iloc[0]["key"]
+    return best, table.drop(columns="order")
+
+
+def choose_epoch(dataset, index, models: Dict[int, str], metric: str = "R@5",
+                 n: int = TUNING_QUERIES) -> Tuple[int, pd.DataFrame]:
+    """The epoch (a key of ``models``, e.g. from :func:`fine_tuned_hard`) whose dense retriever scores best on the
+    tuning slice, with the table of all (:func:`choose_base` with an ``epoch`` column)."""
+    best, table = choose_base(dataset, index, models, metric, n)
+    return int(best), table.rename(columns={"key": "epoch"})
+
+
+#: Hard-negative fine-tuning (on top of :func:`fine_tuned_base`): negatives per example, mining depth.
+HN_NEGATIVES, HN_DEPTH = 2, 30
+
+
+def _hn_dir(dataset, model: str, n: int, n_neg: int, epoch: int, clue_forms: bool, max_steps: Optional[int],
+            miners: Sequence[str]) -> Path:
+    clues = "-clues" if clue_forms else ""
+    steps = f"-s{max_steps}" if max_steps else ""
+    mined = "" if tuple(miners) == ("bm25", "dense") else "-from-" + "+".join(miners)
+    tail = f"-neg{n_neg}{clues}{steps}{mined}-e{epoch}"
+    if str(model).lower() == "minilm":  # the name older runs used
+        return cache_dir() / "models" / f"hn-minilm-{dataset_tag(dataset)}-train-minus-fit{n}{tail}"
+    return cache_dir() / "models" / f"hn-{base_dir(dataset, model, n).name}{tail}"
+
+
+def _miners(index, miners: Sequence[str]) -> dict:
+    known = {"bm25": index.bm25, "dense": index.dense}
+    bad = [m for m in miners if m not in known]
+    if bad or not miners:
+        raise ValueError(f"miners must name some of {list(known)}, not {list(miners)}")
+    return {m: known[m]() for m in miners}
+
+
+def hard_negative_examples(dataset, index, n_negatives: int = HN_NEGATIVES, depth: int = HN_DEPTH, seed: int = 0,
+                           clue_forms: bool = True, n: int = TUNING_QUERIES,
+                           miners: Sequence[str] = ("bm25", "dense")) -> list:
+    """Training examples (query, gold, negatives...) on the training queries outside the tuning slice, the
+    negatives mined from ``miners`` (BM25, zero-shot MiniLM; gold excluded); with ``clue_forms`` the short clue
+    form of each query (rule clues: title, author, date, cover, genre) is one more anchor for the same books.
+    Only the gold and mined books are read from ``index`` (a streamed corpus is never loaded)."""
+    from pyterrier_tot.decomposition.expert_training import build_examples, clue_form_queries
+    from pyterrier_tot.decomposition.hard_negatives import mine_hard_negatives, sample_negatives
+    from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor
+
+    rest, qrels = train_data(dataset, "rest", n)
+    mined = mine_hard_negatives(rest, qrels, _miners(index, miners), depth=depth)
+    negs = sample_negatives(mined, n_negatives, seed=seed)
+    examples = build_examples(rest, qrels, index, negs, n_negatives)
+    if clue_forms:
+        forms = clue_form_queries(RuleClueExtractor()(rest))
+        examples += build_examples(forms, qrels, index, negs, n_negatives)
+    return examples
+
+
+def fine_tuned_hard(dataset, index=None, epochs: int = 1, n_negatives: int = HN_NEGATIVES, depth: int = HN_DEPTH,
+                    clue_forms: bool = True, n: int = TUNING_QUERIES, train: bool = True,
+                    verbose: bool = True, model: str = "minilm", miners: Sequence[str] = ("bm25", "dense"),
+                    **train_kwargs) -> Dict[int, str]:
+    """Base ``model`` fine-tuned with mined hard negatives: epoch 0 is :func:`fine_tuned_base` (in-batch
+    negatives), each further epoch continues from the one before on fresh negatives (seeded by the epoch).
+    Returns ``{epoch: model folder}`` for the epochs that exist (each cached as an artifact; ``train=False``
+    trains nothing). Pick the epoch with :func:`choose_base` on the tuning slice."""
+    from pyterrier_tot.decomposition import expert_training
+
+    index = _corpus(dataset, index)
+    models: Dict[int, str] = {}
+    base = fine_tuned_base(dataset, n, train=train, verbose=verbose, model=model, index=index)
+    if base is None:
+        return models
+    models[0] = base
+    amp = base_settings(model)["amp"]
+    for epoch in range(1, epochs + 1):
+        out = _hn_dir(dataset, model, n, n_negatives, epoch, clue_forms, train_kwargs.get("max_steps"), miners)
+        if not complete_model(out):
+            if not train:
+                break
+            examples = hard_negative_examples(dataset, index, n_negatives, depth, seed=epoch,
+                                              clue_forms=clue_forms, n=n, miners=miners)
+            if verbose:
+                print(f"hard-negative epoch {epoch}: {len(examples)} examples from {models[epoch - 1]} into {out}")
+            expert_training.train_biencoder(
+                examples, out, base_model=models[epoch - 1], kind="base-hn", seed=epoch,
+                **({"amp": amp} if amp else {}),
+                extra_metadata={"epoch": epoch, "start": Path(models[epoch - 1]).name,
+                                "mined_from": list(miners), "depth": depth, "clue_forms": clue_forms},
+                **train_kwargs)
+        models[epoch] = str(out)
+    return models
+
+
+def base_expert_name(model) -> str:
+    """The recipe's name for the expert of fine-tuned base ``model``: ``dense_ft`` for MiniLM (the name fitted
+    weights have always used), ``dense_ft_<model>`` for the others."""
+    return "dense_ft" if str(model).lower() in ("minilm", "all-minilm-l6-v2") else f"dense_ft_{_slug(model)}"
+
+
+def encoding_precision(expert_name: str) -> str:
+    """The encoding precision (:data:`BASE_SETTINGS`) of the base behind expert ``expert_name`` (fp32 for a name
+    that no base model has)."""
+    for model, cfg in BASE_SETTINGS.items():
+        if base_expert_name(model) == expert_name:
+            return cfg.get("precision", "fp32")
+    return "fp32"
+
+
+class TrainingSet:
+    """Query sets (datasets with one split, such as ``trec-tot-local/2023-train``, or ``(topics, qrels)``
+    pairs) as the ``train`` split the recipe reads, for training against a corpus given separately
+    (``fine_tuned_base(train_set, index=...)``). With several sets, each qid is prefixed by its set's name."""
+
+    def __init__(self, sources: Sequence, name: Optional[str] = None):
+        sources = list(sources)
+        if not sources:
+            raise ValueError("TrainingSet needs at least one query set")
+        topics, qrels, names = [], [], []
+        for i, src in enumerate(sources):
+            t, q = (src[0], src[1]) if isinstance(src, tuple) else (src.get_topics(), src.get_qrels())
+            require_columns(t, ["qid", "query"], f"TrainingSet source {i} topics")
+            require_columns(q, ["qid", "docno"], f"TrainingSet source {i} qrels")
+            label = str(getattr(src, "name", f"set{i}")).rsplit("/", 1)[-1]
+            names.append(label)
+            t, q = t.astype({"qid": str}), q.astype({"qid": str, "docno": str})
+            if len(sources) > 1:
+                t, q = t.assign(qid=label + "/" + t["qid"]), q.assign(qid=label + "/" + q["qid"])
+            topics.append(t)
+            qrels.append(q)
+        self.topics = pd.concat(topics, ignore_index=True)
+        self.qrels = pd.concat(qrels, ignore_index=True)
+        dup = self.topics["qid"][self.topics["qid"].duplicated()].tolist()
+        if dup:
+            raise ValueError(f"TrainingSet: duplicate qids {dup[:5]}")
+        self.name = name or "+".join(names)
+        self.splits = (TRAIN_SPLIT,)
+
+    def _check(self, split) -> None:
+        if split not in (None, TRAIN_SPLIT):
+            raise KeyError(f"{self!r} has only the {TRAIN_SPLIT!r} split, not {split!r}")
+
+    def get_topics(self, split: Optional[str] = TRAIN_SPLIT) -> pd.DataFrame:
+        self._check(split)
+        return self.topics.copy()
+
+    def get_qrels(self, split: Optional[str] = TRAIN_SPLIT) -> pd.DataFrame:
+        self._check(split)
+        return self.qrels.copy()
+
+    def __repr__(self):
+        return f"TrainingSet({self.name!r}, {len(self.topics)} queries)"
+
+
+def as_bases(base: Union[str, Sequence[str]]) -> List[str]:
+    """``base`` (one model or a list) as a list of distinct model names, refusing an empty one."""
+    found = [base] if isinstance(base, (str, Path)) else list(base)
+    if not found:
+        raise ValueError("base: name at least one base model, e.g. 'minilm', 'mpnet' or ['minilm', 'mpnet']")
+    if len({base_expert_name(b) for b in found}) < len(found):
+        raise ValueError(f"base: the same model twice in {found}")
+    return [str(b) for b in found]

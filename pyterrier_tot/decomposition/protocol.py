@@ -1,0 +1,85 @@
+"""The recipe's data protocol: which training queries train models, which tune choices, and that validation is
+never read.
+
+:func:`tuning_split` sets 300 training queries aside (``train.sample(300, random_state=0)``): fuser weights,
+epochs, learning rates and other choices are fitted on them, and nothing trains on them. Models train on the
+other training queries (:func:`training_rest`). :func:`train_data` is the one function every training and
+tuning path reads its queries from, and no argument of it reaches the validation split.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Tuple, Union
+
+import pandas as pd
+
+#: Size and seed of the tuning slice of the training queries.
+TUNING_QUERIES, TUNING_SEED = 300, 0
+#: The one split any training or tuning path of the recipe reads (validation is only ever evaluated).
+TRAIN_SPLIT = "train"
+#: sha1 of the sorted qids of the Reddit-TOMT tuning slice: the slice is fixed, a change to it shows up in tests.
+REDDIT_TUNING_FINGERPRINT = "45c3a3398527621c48eb9e5ed9f67bd56dc03d88"
+MODEL_FILES = ("model.safetensors", "pytorch_model.bin")
+META_FILES = ("pyterrier_tot_training.json", "pt_meta.json")  # the training file has the full details first
+
+
+def tuning_split(train_topics: pd.DataFrame, n: int = TUNING_QUERIES, seed: int = TUNING_SEED) -> pd.DataFrame:
+    """The tuning slice of the training queries: weights and choices are fitted on it, nothing trains on it."""
+    return train_topics.sample(n=min(n, len(train_topics)), random_state=seed)
+
+
+def qid_fingerprint(topics: pd.DataFrame) -> str:
+    """sha1 of the sorted qids of ``topics`` (how the fixed tuning slice is recognised)."""
+    return hashlib.sha1("\n".join(sorted(topics["qid"].astype(str))).encode()).hexdigest()
+
+
+def training_rest(train_topics: pd.DataFrame, n: int = TUNING_QUERIES, seed: int = TUNING_SEED) -> pd.DataFrame:
+    """The training queries outside the tuning slice (what models are trained on)."""
+    return train_topics[~train_topics["qid"].isin(tuning_split(train_topics, n, seed)["qid"])]
+
+
+def train_data(dataset, part: str = "rest", n: int = TUNING_QUERIES,
+               seed: int = TUNING_SEED) -> Tuple[pd.DataFrame, pd.DataFrame]:
+    """(topics, qrels) of the training split for ``part``: ``"rest"`` (what models train on), ``"tuning"`` (the
+    fixed slice where weights, epochs and other choices are fitted) or ``"all"``. Every training and tuning path
+    of the recipe reads its data here; there is no argument that reaches the validation split."""
+    if part not in ("rest", "tuning", "all"):
+        raise ValueError(f"train_data: part must be 'rest', 'tuning' or 'all', not {part!r}")
+    topics, qrels = dataset.get_topics(TRAIN_SPLIT), dataset.get_qrels(TRAIN_SPLIT)
+    if part == "rest":
+        topics = training_rest(topics, n, seed)
+    elif part == "tuning":
+        topics = tuning_split(topics, n, seed)
+    qrels = qrels[qrels["qid"].astype(str).isin(topics["qid"].astype(str))]
+    return topics, qrels
+
+
+def dataset_tag(dataset) -> str:
+    """The short name of ``dataset`` in cached model folders ("reddit" for Reddit-TOMT, as older runs named it)."""
+    name = str(getattr(dataset, "name", dataset))
+    return "reddit" if name == "reddit-tomt-books" else name.replace("/", "-")
+
+
+def complete_model(path: Union[str, Path]) -> bool:
+    """True when ``path`` holds a saved model: its metadata and its weights (an interrupted save has neither)."""
+    p = Path(path)
+    return p.is_dir() and any((p / f).is_file() for f in META_FILES) and any((p / f).is_file() for f in MODEL_FILES)
+
+
+def as_path(obj) -> str:
+    """The folder of a model argument (a path, a string or a saved artifact such as a BiEncoderModel)."""
+    from pyterrier_tot._artifact import artifact_path
+
+    return artifact_path(obj) or str(obj)
+
+
+def training_info(path: Union[str, Path]) -> dict:
+    """What a fine-tuned model folder says about its training (pair count, steps, seconds, hyper-parameters)."""
+    for name in META_FILES:
+        f = Path(path) / name
+        if f.is_file():
+            meta = json.loads(f.read_text(encoding="utf8"))
+            return meta.get("training", meta) if isinstance(meta.get("training"), dict) else meta
+    return {}

@@ -1,0 +1,214 @@
+"""Base retrievers of the recipe: the training loop is old_fit's, checkpoints per epoch re-create the epoch they
+save, bf16 autocast trains, and tuned_pipeline fuses several fine-tuned bases (MiniLM + mpnet, 2 steps each on a
+tiny corpus) whose models are cached as artifacts and whose weights are cached under a key naming the bases."""
+import math
+import random
+
+import numpy as np
+import pandas as pd
+import pyterrier as pt
+import pytest
+import torch
+from conftest import TINY_BOOKS
+
+from pyterrier_tot.decomposition import bases, recipe
+from pyterrier_tot.decomposition.expert_training import build_pairs, train_biencoder, training_metadata
+from pyterrier_tot.index import BookIndex
+from pyterrier_tot.models import BiEncoderModel, ModelUnavailableError, resolve_model
+
+QUERIES = ["kittens nap and then copy their siblings at night", "a blacksmith flies a dragon to the moon",
+           "a detective and a poisoning at a lake house", "kids hide on a spaceship going to jupiter",
+           "a ghost climbs the stairs of an old lighthouse", "a girl tames a wild horse on a ranch"]
+
+
+class TinyDataset:
+    """Train split: 12 queries over the 6 tiny books (two per book)."""
+
+    name = "tiny-bases"
+
+    def __init__(self):
+        qids = [f"q{i}" for i in range(12)]
+        self.topics = pd.DataFrame({"qid": qids, "query": [QUERIES[i % 6] + ("" if i < 6 else ", I think")
+                                                           for i in range(12)]})
+        self.qrels = pd.DataFrame({"qid": qids, "docno": [f"b{i % 6 + 1}" for i in range(12)], "label": 1})
+
+    def get_topics(self, split="train"):
+        return self.topics
+
+    def get_qrels(self, split="train"):
+        return self.qrels
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    return BookIndex(pd.DataFrame(TINY_BOOKS), path=tmp_path_factory.mktemp("bases_index"))
+
+
+@pytest.fixture
+def pairs():
+    ds = TinyDataset()
+    return build_pairs(ds.topics, ds.qrels, pd.DataFrame(TINY_BOOKS))
+
+
+def _weights(path):
+    from safetensors.torch import load_file
+
+    return load_file(str(next(p for p in path.rglob("model.safetensors"))))
+
+
+def _same(a, b, atol=1e-6):
+    return a.keys() == b.keys() and all(torch.allclose(a[k].float(), b[k].float(), atol=atol) for k in a)
+
+
+def test_loop_is_old_fit(pairs, tmp_path):
+    """The loop of our own takes the steps sentence-transformers' old_fit takes (same seed, same weights)."""
+    from sentence_transformers import InputExample, SentenceTransformer
+    from sentence_transformers.sentence_transformer.datasets import NoDuplicatesDataLoader
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    ours = train_biencoder(pairs, tmp_path / "ours", batch_size=4, max_steps=2, max_seq_length=32, lr=1e-4,
+                           show_progress_bar=False)
+    random.seed(42)
+    np.random.seed(42)
+    torch.manual_seed(42)
+    model = SentenceTransformer(resolve_model(None), device="cpu")
+    model.max_seq_length = 32
+    loader = NoDuplicatesDataLoader([InputExample(texts=list(p)) for p in pairs], batch_size=4)
+    model.old_fit(train_objectives=[(loader, MultipleNegativesRankingLoss(model))], epochs=1, steps_per_epoch=2,
+                  warmup_steps=math.ceil(0.1 * 2), optimizer_params={"lr": 1e-4}, show_progress_bar=False)
+    model.save(str(tmp_path / "old"), safe_serialization=True)
+    SentenceTransformer(resolve_model(None), device="cpu").save(str(tmp_path / "start"), safe_serialization=True)
+    assert _same(_weights(ours), _weights(tmp_path / "old"))
+    assert not _same(_weights(ours), _weights(tmp_path / "start"))  # and the weights moved
+
+
+def test_epoch_checkpoints_recreate_their_epoch(pairs, tmp_path):
+    out = train_biencoder(pairs, tmp_path / "e2", epochs=2, epoch_dirs={1: tmp_path / "e1"}, batch_size=4,
+                          max_steps=1, max_seq_length=32, lr=1e-4, show_progress_bar=False)
+    first = training_metadata(tmp_path / "e1")
+    assert (first["epochs"], first["schedule_epochs"], first["steps"]) == (1, 2, 1)
+    last = training_metadata(out)
+    assert (last["epochs"], last["steps"], len(last["epoch_losses"])) == (2, 2, 2)
+    assert isinstance(pt.Artifact.load(str(tmp_path / "e1")), BiEncoderModel)
+    # epoch 1 of a 2-epoch schedule, trained alone, is the checkpoint (what fine_tuned_base relies on)
+    again = train_biencoder(pairs, tmp_path / "again", epochs=1, schedule_epochs=2, batch_size=4, max_steps=1,
+                            max_seq_length=32, lr=1e-4, show_progress_bar=False)
+    assert _same(_weights(again), _weights(tmp_path / "e1"))
+    assert not _same(_weights(out), _weights(tmp_path / "e1"))
+    with pytest.raises(ValueError, match="epoch_dirs"):
+        train_biencoder(pairs, tmp_path / "bad", epochs=1, epoch_dirs={2: tmp_path / "x"})
+    with pytest.raises(ValueError, match="schedule_epochs"):
+        train_biencoder(pairs, tmp_path / "bad", epochs=2, schedule_epochs=1)
+
+
+def test_bf16_autocast_trains_fp32_weights(pairs, tmp_path):
+    out = train_biencoder(pairs, tmp_path / "amp", amp=True, batch_size=4, max_steps=1, max_seq_length=32, lr=1e-4,
+                          show_progress_bar=False)
+    assert training_metadata(out)["amp"] == "bf16"
+    weights = _weights(out)
+    assert {w.dtype for w in weights.values()} == {torch.float32}
+
+
+def test_base_settings_and_folders(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
+    ds = TinyDataset()
+    assert bases.base_dir(ds, "minilm", 4).name == "base-minilm-tiny-bases-train-minus-fit4-e1"  # older runs' name
+    mp = bases.base_dir(ds, "mpnet", 4, lr=5e-5, epoch=2, schedule=3)
+    assert mp.name.startswith("base-mpnet-tiny-bases-train-minus-fit4-lr5e-05") and mp.name.endswith("-e2of3")
+    assert bases.base_dir(ds, "minilm", 4, max_steps=2).name != bases.base_dir(ds, "minilm", 4).name
+    assert bases.base_expert_name("minilm") == "dense_ft" and bases.base_expert_name("mpnet") == "dense_ft_mpnet"
+    with pytest.raises(ValueError, match="epoch"):
+        bases.base_settings("mpnet", epoch=3, schedule=2)
+    with pytest.raises(ValueError, match="same model twice"):
+        bases.as_bases(["mpnet", "mpnet"])
+    with pytest.raises(ValueError, match="at least one"):
+        bases.as_bases([])
+
+
+def test_base_grid_saves_every_epoch_and_choose_base_picks_on_the_slice(index, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
+    ds = TinyDataset()
+    runs = bases.base_grid(ds, "minilm", lrs=(1e-4,), epochs=2, n=4, index=index, max_steps=1, batch_size=4,
+                           max_seq_length=32, verbose=False)
+    assert sorted(runs) == [(1e-4, 1), (1e-4, 2)]
+    assert all(isinstance(pt.Artifact.load(p), BiEncoderModel) for p in runs.values())
+    # the chosen checkpoint is what fine_tuned_base returns for those settings, without training again
+    assert bases.fine_tuned_base(ds, 4, model="minilm", index=index, train=False, lr=1e-4, epoch=1, schedule=2,
+                                 max_steps=1, batch_size=4, max_seq_length=32) == runs[(1e-4, 1)]
+    best, table = bases.choose_base(ds, index, runs, n=4)
+    assert best in runs and len(table) == 2 and set(table["key"]) == set(runs)
+
+
+@pytest.fixture
+def second_base(monkeypatch):
+    """all-mpnet-base-v2 where it is unpacked (the user cache), else MiniLM again under its folder name: the
+    multi-base code path runs either way."""
+    from pathlib import Path
+
+    home = Path.home() / ".cache" / "pyterrier_tot" / "models" / "all-mpnet-base-v2"
+    if home.is_dir():
+        monkeypatch.setenv("PYTERRIER_TOT_MPNET", str(home))
+    try:
+        resolve_model("mpnet")
+        return "mpnet", "sentence-transformers/all-mpnet-base-v2"
+    except ModelUnavailableError:
+        folder = resolve_model("minilm")
+        return folder, folder
+
+
+def test_tuned_pipeline_fuses_two_fine_tuned_bases(index, tmp_path, monkeypatch, second_base):
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
+    second, hub = second_base
+    name = bases.base_expert_name(second)
+    ds = TinyDataset()
+    small = {"max_steps": 2, "batch_size": 4, "max_seq_length": 32}
+    dp = recipe.tuned_pipeline(ds, index, base=["minilm", second], train_settings=small, n=4, k=3, expert_k=2,
+                               verbose=False)
+    assert list(dp.experts)[:2] == ["dense_ft", name] and name in dp.fuser.names
+    models = {n: pt.Artifact.load(dp.experts[n].model) for n in ("dense_ft", name)}
+    assert all(isinstance(m, BiEncoderModel) for m in models.values())
+    assert models[name].metadata()["base_model"] == hub
+    assert models[name].metadata()["steps"] == 2 * bases.base_settings(second)["epoch"]
+    out = dp(ds.get_topics("train").head(4))
+    assert set(out["qid"]) == {"q0", "q1", "q2", "q3"} and out.groupby("qid")["rank"].min().eq(0).all()
+    # the weights cache key names the bases: one base and two bases are two fits
+    ft = {n: dp.experts[n].model for n in ("dense_ft", name)}
+    two = recipe.fitted_weights(ds, index, ft, n=4, k=3, expert_k=2)
+    one = recipe.fitted_weights(ds, index, {"dense_ft": ft["dense_ft"]}, n=4, k=3, expert_k=2)
+    assert two != one and two.exists() and one.exists()
+    # a second call trains and fits nothing: everything comes from the cache
+    monkeypatch.setattr(bases, "_corpus", lambda *a: pytest.fail("trained again"))
+    again = recipe.tuned_pipeline(ds, index, base=["minilm", second], train_settings=small, n=4, k=3, expert_k=2,
+                                  verbose=False)
+    assert again.fuser.weights.tolist() == dp.fuser.weights.tolist()
+    only = recipe.tuned_pipeline(ds, index, base=second, train_settings=small, n=4, k=3, expert_k=2, verbose=False)
+    assert list(only.experts)[0] == name and "dense_ft" not in only.experts
+
+
+def test_batches_that_cannot_be_filled_are_emitted_short():
+    """Three queries naming the same book: no batch of 2 holds distinct texts; NoDuplicatesDataLoader waits for
+    ever there, DistinctTextBatches emits a short batch."""
+    from sentence_transformers import InputExample
+
+    from pyterrier_tot.decomposition.expert_training import DistinctTextBatches
+
+    same = [InputExample(texts=[f"query {i}", "The Sleepy Kitten"]) for i in range(3)]
+    batches = list(DistinctTextBatches(same, batch_size=2))
+    assert [len(b) for b in batches] == [1]
+    mixed = same + [InputExample(texts=["query 9", "Spaceship Nine"])]
+    assert all(len(b) == 2 for b in DistinctTextBatches(mixed, batch_size=2))
+
+
+def test_pairs_read_only_the_gold_books_and_warn_about_missing_ones(index):
+    """build_pairs takes a BookIndex as well as a frame (the same pairs), and a gold docno the corpus lacks is
+    left out with a warning instead of failing the whole training run."""
+    ds = TinyDataset()
+    frame_pairs = build_pairs(ds.topics, ds.qrels, pd.DataFrame(TINY_BOOKS))
+    assert build_pairs(ds.topics, ds.qrels, index) == frame_pairs
+    qrels = ds.qrels.copy()
+    qrels.loc[0, "docno"] = "not-a-book"
+    with pytest.warns(UserWarning, match="1 of 7 training books are not in the corpus"):
+        pairs = build_pairs(ds.topics, qrels, index)
+    assert len(pairs) == len(frame_pairs) - 1
+    with pytest.raises(TypeError, match="corpus frame or a BookIndex"):
+        build_pairs(ds.topics, ds.qrels, ["b1"])
