@@ -31,7 +31,10 @@ def _trim(seq: Sequence[int], eos: int) -> Tuple[int, ...]:
 def constrained_search(backbone: Backbone, sources: Sequence[List[int]], trie: IdTrie, num_beams: int = 10,
                        batch_size: int = 8, max_new_tokens: int = None) -> List[List[Tuple[Tuple[int, ...], float]]]:
     """For each source (token ids), up to ``num_beams`` (identifier tokens, log-likelihood), best first; every
-    identifier returned is complete in ``trie``."""
+    identifier returned is complete in ``trie``. A backbone with its own ``search`` (the sentence-encoder
+    backbone) decodes with it."""
+    if hasattr(backbone, "search"):
+        return backbone.search(sources, trie, num_beams, batch_size, max_new_tokens)
     model, eos = backbone.model, backbone.eos
     if max_new_tokens is None:
         max_new_tokens = max((len(s) for s in trie), default=1)
@@ -76,6 +79,8 @@ def constrained_search(backbone: Backbone, sources: Sequence[List[int]], trie: I
 def score_targets(backbone: Backbone, sources: Sequence[List[int]], targets: Sequence[List[int]],
                   batch_size: int = 32) -> np.ndarray:
     """Teacher-forced log-likelihood ``log P(target | source)`` (summed over the target tokens) of each pair."""
+    if hasattr(backbone, "score"):
+        return backbone.score(sources, targets, batch_size)
     backbone.model.eval()
     scores = np.zeros(len(sources), dtype=np.float64)
     if backbone.kind == CAUSAL:

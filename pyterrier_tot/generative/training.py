@@ -80,7 +80,8 @@ def train(backbone: Backbone, pairs: pd.DataFrame, epochs: float = 1.0, batch_si
     order = np.concatenate([rng.permutation(len(pairs)) for _ in range(int(np.ceil(epochs)))])
     order = order[:int(round(epochs * len(pairs)))]
     steps = int(np.ceil(len(order) / batch_size))
-    params = backbone.trainable_parameters()
+    # a backbone may give parts of itself their own learning rate (a pretrained encoder beside a new decoder)
+    params = backbone.param_groups(lr) if hasattr(backbone, "param_groups") else backbone.trainable_parameters()
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     done, resumed = 0, False
     if checkpoint_dir is not None:
@@ -92,7 +93,8 @@ def train(backbone: Backbone, pairs: pd.DataFrame, epochs: float = 1.0, batch_si
     model = backbone.model
     model.train()
     t0, tokens, losses, stopped = time.perf_counter(), 0, [], False
-    bar = pt.tqdm(range(done, steps), desc=f"training {backbone.name}", unit="step", disable=not verbose)
+    bar = pt.tqdm(range(done, steps), desc=f"training {backbone.name}", unit="step", disable=not verbose,
+                  mininterval=10)  # a redraw every 10 s, not every step
     step = done
     for step in bar:
         rows = order[step * batch_size:(step + 1) * batch_size]
@@ -110,7 +112,7 @@ def train(backbone: Backbone, pairs: pd.DataFrame, epochs: float = 1.0, batch_si
         if checkpoint_dir is not None and ((step + 1) % checkpoint_every == 0 or last or over):
             save_checkpoint(checkpoint_dir, backbone, optimizer, {"step": step + 1, "steps": steps, "seed": seed})
         if verbose:
-            bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}")
+            bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}", refresh=False)
         if over and not last:
             stopped = True
             break
