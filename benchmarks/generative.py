@@ -39,13 +39,15 @@ from pyterrier_tot.decomposition import recipe  # noqa: E402
 warnings.filterwarnings("ignore")
 NAME = "generative"
 WORK = _common.WORK / NAME
+DRY = {"on": False}  # --dry: a few pairs and queries, results under .work/generative-dry (a check of the code)
 MEASURES = [Success @ 1, Success @ 10, RR @ 20, R @ 5]
 COLS = {"Success@1": "Hits@1", "Success@10": "Hits@10", "RR@20": "MRR@20", "R@5": "R@5"}
 PSEUDO_FILE = cache_dir() / "generative" / "pseudo_queries_qwen.jsonl"
 
 #: The settings of a trained variant; each row of the ablation changes some of them.
 DEFAULTS = {"ids": "semantic", "pairs": "cheap", "encoder": "ft", "states": "pooled", "train_encoder": 0,
-            "epochs": 20, "lr": 1e-3, "batch_size": 64, "layers": 2, "source_tokens": 256, "seed": 0}
+            "epochs": 20, "lr": 1e-3, "batch_size": 64, "layers": 2, "source_tokens": 256, "precision": "bf16",
+            "seed": 0}
 ROWS = {
     "sem-cheap-ft": {},
     "title-cheap-ft": {"ids": "title"},
@@ -97,7 +99,8 @@ def timed(fn):
 
 def splits(ds):
     tune, tqrels = recipe.train_data(ds, "tuning")
-    return {"tuning": (tune, tqrels), "validation": (ds.get_topics("validation"), ds.get_qrels("validation"))}
+    out = {"tuning": (tune, tqrels), "validation": (ds.get_topics("validation"), ds.get_qrels("validation"))}
+    return {k: (t.head(6), q) for k, (t, q) in out.items()} if DRY["on"] else out
 
 
 # ------------------------------------------------------------------------------------------- trained variants
@@ -125,7 +128,22 @@ def training_pairs(spec: dict, ds, index, ids: dict) -> pd.DataFrame:
                       gen.clue_form_pairs(rest, qrels, ids)]
         if spec["pairs"] == "llm":
             parts.append(gen.read_pseudo_queries(PSEUDO_FILE, ids))
-    return pd.concat(parts, ignore_index=True)
+    pairs = pd.concat(parts, ignore_index=True)
+    return pairs.sample(300, random_state=0) if DRY["on"] else pairs
+
+
+def encoder_cache(spec: dict, save: dict = None) -> dict:
+    """The frozen encoder's outputs, shared by the rows over the same encoder (kept in .work between runs)."""
+    f = WORK / f"encoded-{spec['encoder']}-{spec['states']}-{spec['precision']}-{spec['source_tokens']}.pt"
+    if save is not None:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"keys": list(save), "pooled": torch.stack([v[0] for v in save.values()]) if save else None,
+                    "states": [v[1] for v in save.values()]}, f)
+        return save
+    if not f.is_file():
+        return {}
+    blob = torch.load(f, weights_only=True)
+    return {tuple(k): (p, st) for k, p, st in zip(blob["keys"], blob["pooled"], blob["states"])}
 
 
 def build_model(name: str, spec: dict, ds, index, ft) -> tuple:
@@ -134,16 +152,23 @@ def build_model(name: str, spec: dict, ds, index, ft) -> tuple:
     pairs = training_pairs(spec, ds, index, ids)
     key = hashlib.sha1(json.dumps([spec, len(pairs), "v1"], sort_keys=True).encode()).hexdigest()[:10]
     folder = cache_dir() / "models" / f"generative-{name}-{key}"
+    if DRY["on"]:
+        folder = WORK / "models" / folder.name
     if not (folder / "pt_meta.json").is_file():
+        frozen = spec["train_encoder"] == 0
+        cache = encoder_cache(spec) if frozen and not DRY["on"] else None
         bb = gen.sentence_backbone(ids, model=ft if spec["encoder"] == "ft" else None, codes=spec["ids"] != "title",
                                    states=spec["states"], train_encoder=spec["train_encoder"], layers=spec["layers"],
-                                   seed=spec["seed"])
+                                   precision=spec["precision"], cache=cache, seed=spec["seed"])
+        n_cached = len(cache or {})
         print(f"{name}: {bb}, {len(pairs)} pairs {pairs['task'].value_counts().to_dict()}", flush=True)
         stats, wall, cpu = timed(lambda: gen.train(bb, pairs, epochs=spec["epochs"], batch_size=spec["batch_size"],
                                                    lr=spec["lr"], max_source_tokens=spec["source_tokens"],
                                                    seed=spec["seed"]))
         record = {**stats, "wall_s": wall, "cpu_s": cpu, "pairs": pairs["task"].value_counts().to_dict(),
-                  "backbone": repr(bb), "threads": torch.get_num_threads()}
+                  "backbone": repr(bb), "threads": torch.get_num_threads(), "sources_encoded_before": n_cached}
+        if cache is not None and len(cache) > n_cached:
+            encoder_cache(spec, save=cache)
         gen.GenerativeRetriever(bb, ids, max_source_tokens=spec["source_tokens"]).save(
             folder, overwrite=True, training=record, spec=spec)
     model = gen.GenerativeModel(folder)
@@ -161,7 +186,8 @@ def run_row(name: str, ds, index, ft) -> dict:
         row[split] = metrics(run, topics, qrels)
         if cpu > 1:  # a cached run took no time: keep the timing of the run that decoded
             row[f"decode_{split}"] = {"wall_s": wall, "cpu_s": cpu, "cpu_s_per_query": round(cpu / len(topics), 3)}
-    sample = gen.indexing_pairs(index.corpus, retriever.ids, forms=("description",)).sample(200, random_state=0)
+    sample = gen.indexing_pairs(index.corpus, retriever.ids, forms=("description",)).sample(
+        6 if DRY["on"] else 200, random_state=0)
     row["own_inputs_hits10"] = gen.hits_at(retriever, sample, k=10)
     return row
 
@@ -233,8 +259,9 @@ def run_expert(name: str, ds, index, ft) -> dict:
 
 
 # ------------------------------------------------------------------------------------------- LLM pseudo-queries
-def run_pseudo(n_books: int, per_book: int, max_tokens: int) -> None:
-    """Qwen ToT-style requests for ``n_books`` books (a seeded random sample), written to :data:`PSEUDO_FILE`."""
+def run_pseudo(n_books: int, per_book: int, max_tokens: int, out=None) -> None:
+    """Qwen ToT-style requests for ``n_books`` books (a seeded random sample; a smaller count gives a prefix of
+    the same order), written to :data:`PSEUDO_FILE` (or ``out``)."""
     from fetch_models import qwen_gguf
 
     ds, index, ft = dataset()
@@ -245,7 +272,7 @@ def run_pseudo(n_books: int, per_book: int, max_tokens: int) -> None:
         pairs, wall, cpu = timed(lambda: gen.llm_pseudo_queries(books, ids, llm, n=per_book, kind="tot",
                                                                 max_chars=700, max_tokens=max_tokens))
         usage = llm.usage.as_dict()
-    gen.write_pseudo_queries(pairs, PSEUDO_FILE, model="Qwen2.5-Coder-1.5B-Instruct Q4_K_M", books=len(books),
+    gen.write_pseudo_queries(pairs, out or PSEUDO_FILE, model="Qwen2.5-Coder-1.5B-Instruct Q4_K_M", books=len(books),
                              per_book=per_book, wall_s=wall, client_cpu_s=cpu, usage=usage,
                              failed_books=pairs.attrs.get("failed_books"))
     print(f"{len(pairs)} pseudo-queries for {len(books)} books in {wall} s; usage {usage}", flush=True)
@@ -260,10 +287,15 @@ def main():
     p.add_argument("--books", type=int, default=400)
     p.add_argument("--per-book", type=int, default=2)
     p.add_argument("--max-tokens", type=int, default=90)
+    p.add_argument("--out", default=None, help="pseudo: another file than the one the rows read")
+    p.add_argument("--dry", action="store_true", help="a quick check: few pairs and queries, separate folders")
     args = p.parse_args()
+    if args.dry:
+        global WORK
+        DRY["on"], WORK = True, _common.WORK / f"{NAME}-dry"
     torch.set_num_threads(args.threads)
     if args.what == "pseudo":
-        return run_pseudo(args.books, args.per_book, args.max_tokens)
+        return run_pseudo(args.books, args.per_book, args.max_tokens, args.out)
     if args.what == "report":
         from generative_report import report
 

@@ -116,8 +116,9 @@ def prompted(base: Backbone, prompt: str = GENRE_PROMPT, prompt_dir=None,
 def name_titles(backbone: PromptedBackbone, sources: Sequence[List[int]], lines: IdTrie,
                 n: int) -> List[List[Tuple[int, ...]]]:
     """For each source (prompt ids), the titles the LM lists, in its order: greedy decoding where each line must
-    follow ``lines`` (a trie of :meth:`PromptedBackbone.line_ids`), no title twice, at most ``n`` lines. Each
-    returned item is a complete line of ``lines``."""
+    follow ``lines`` (a trie of :meth:`PromptedBackbone.line_ids`), no title twice, at least one and at most ``n``
+    lines (the LM may end its turn after any complete line). Each returned item is a complete line of
+    ``lines``."""
     model, sep, end = backbone.model, backbone.sep, backbone.eos
     longest = max((len(s) for s in lines), default=1)
     out: List[List[Tuple[int, ...]]] = []
@@ -131,7 +132,7 @@ def name_titles(backbone: PromptedBackbone, sources: Sequence[List[int]], lines:
             if len(done) >= n or (partial and partial[-1] == end):
                 return [end]
             nxt = lines.allowed(partial, exclude=done)
-            return nxt + [end] if not partial else (nxt or [end])
+            return nxt + [end] if done and not partial else (nxt or [end])
 
         gen = model.generate(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
                              max_new_tokens=n * longest + 1, prefix_allowed_tokens_fn=allowed, do_sample=False,

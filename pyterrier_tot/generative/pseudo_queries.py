@@ -85,7 +85,7 @@ def keyphrase_queries(books: pd.DataFrame, ids: Dict[str, str], n: int = 2, per_
 def _span(words: List[str], rng, lo: int = 8, hi: int = 20) -> str:
     size = int(rng.integers(min(lo, len(words)), min(hi, len(words)) + 1))
     start = int(rng.integers(0, len(words) - size + 1))
-    return " ".join(words[start:start + size]).strip().rstrip(".")
+    return " ".join(words[start:start + size]).strip().rstrip(".,;:!?")
 
 
 def template_queries(books: pd.DataFrame, ids: Dict[str, str], n: int = 2, templates: Optional[List[str]] = None,

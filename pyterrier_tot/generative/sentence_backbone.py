@@ -11,6 +11,9 @@ small transformer decoder (two layers by default, trained from scratch) writes t
 - ``train_encoder=0`` freezes the encoder: its outputs are computed once per distinct source and cached, so an
   epoch costs the decoder alone. ``train_encoder=n`` fine-tunes the top ``n`` encoder layers (``-1``: all) at
   ``encoder_lr`` beside the decoder.
+- ``precision="bf16"`` runs the encoder and the decoder under bfloat16 autocast (weights and the loss stay
+  fp32): about 2-3x faster on CPUs with AMX or AVX512-BF16. ``cache=`` shares the frozen encoder's outputs
+  between backbones over the same encoder (an ablation that trains several decoders encodes each source once).
 - Targets use a compact vocabulary built from the corpus identifiers (:class:`IdVocab`): the WordPiece pieces of
   text ids such as titles (their embeddings start from the encoder's word embeddings) and, with
   ``codes=True``, one token per level and cluster of a semantic id (``"3-0-7"`` → ``<0:3> <1:0> <2:7>``;
@@ -138,7 +141,10 @@ class SentenceBackbone:
     cue = ""
 
     def __init__(self, model: SentenceIdModel, tokenizer, vocab: IdVocab, codes: bool, name: str,
-                 train_encoder: int = 0, encoder_lr: float = 2e-5, config: Optional[dict] = None):
+                 train_encoder: int = 0, encoder_lr: float = 2e-5, config: Optional[dict] = None,
+                 precision: str = "fp32", cache: Optional[dict] = None):
+        if precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision must be 'fp32' or 'bf16', not {precision!r}")
         self.model, self.tokenizer, self.vocab, self.codes, self.name = model, tokenizer, vocab, codes, name
         self.eos, self.pad = vocab.index[EOS], vocab.index[PAD]
         self.encoder_lr, self.config = encoder_lr, dict(config or {})
@@ -151,7 +157,11 @@ class SentenceBackbone:
                 for p in block.parameters():
                     p.requires_grad_(True)
         model.frozen_encoder = self.train_encoder == 0
-        self._memo: Dict[tuple, Tuple[torch.Tensor, torch.Tensor]] = {}
+        self.precision = precision
+        self._memo: Dict[tuple, Tuple[torch.Tensor, torch.Tensor]] = {} if cache is None else cache
+
+    def _autocast(self):
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.precision == "bf16")
 
     # ---------------------------------------------------------------- token ids
     def source_ids(self, text: str, max_tokens: int) -> List[int]:
@@ -182,7 +192,7 @@ class SentenceBackbone:
             mask = torch.zeros((len(todo), n), dtype=torch.long)
             for i, k in enumerate(todo):
                 ids[i, :len(k)], mask[i, :len(k)] = torch.tensor(k), 1
-            with torch.set_grad_enabled(torch.is_grad_enabled() and not self.model.frozen_encoder):
+            with torch.set_grad_enabled(torch.is_grad_enabled() and not self.model.frozen_encoder), self._autocast():
                 pooled, hidden = self.model.encode(ids, mask)
             tokens = self.model.states == "tokens"
             for i, k in enumerate(todo):
@@ -217,7 +227,8 @@ class SentenceBackbone:
         labels = batch["labels"]
         pooled, tokens, mask = self.memory(batch["sources"])
         prev = torch.cat([torch.zeros_like(labels[:, :1]), labels[:, :-1].clamp(min=0)], dim=1)
-        logits = self.model.decode(pooled, tokens, mask, prev)
+        with self._autocast():
+            logits = self.model.decode(pooled, tokens, mask, prev).float()
         keep = labels >= 0
         return logits[keep], labels[keep], keep.nonzero()[:, 0]
 
@@ -269,8 +280,9 @@ class SentenceBackbone:
                     if seq:
                         prev[i, 1:len(seq) + 1] = torch.tensor(seq, dtype=torch.long)
                 lens = torch.tensor([len(seq) for _, seq, _ in flat])
-                logits = self.model.decode(pooled[idx], tokens[idx] if tokens is not None else None,
-                                           mask[idx] if mask is not None else None, prev)
+                with self._autocast():
+                    logits = self.model.decode(pooled[idx], tokens[idx] if tokens is not None else None,
+                                               mask[idx] if mask is not None else None, prev)
                 lp = torch.log_softmax(logits[torch.arange(len(flat)), lens].float(), -1)
                 cands: List[list] = [[] for _ in chunk]
                 for i, (q, seq, s) in enumerate(flat):
@@ -304,7 +316,8 @@ class SentenceBackbone:
         self.model.encoder.config.save_pretrained(folder / _ENCODER_DIR)
         self.tokenizer.save_pretrained(folder / _ENCODER_DIR)
         save_model(self.model, str(folder / "model.safetensors"))
-        cfg = {**self.config, "vocab": self.vocab.tokens, "codes": self.codes, "name": self.name}
+        cfg = {**self.config, "vocab": self.vocab.tokens, "codes": self.codes, "name": self.name,
+               "precision": self.precision}
         (folder / _CONFIG).write_text(json.dumps(cfg, ensure_ascii=False), encoding="utf8")
         return {"kind": SENTENCE, "backbone": self.name}
 
@@ -321,7 +334,8 @@ class SentenceBackbone:
         load_model(model, str(folder / "model.safetensors"))
         model.eval()
         tokenizer = AutoTokenizer.from_pretrained(folder / _ENCODER_DIR)
-        return cls(model, tokenizer, vocab, cfg["codes"], cfg["name"], config=cfg)
+        return cls(model, tokenizer, vocab, cfg["codes"], cfg["name"], config=cfg,
+                   precision=cfg.get("precision", "fp32"))
 
     def __repr__(self):
         n = sum(p.numel() for p in self.model.parameters())
@@ -338,7 +352,8 @@ def _arch(cfg: dict) -> dict:
 
 def sentence_backbone(identifiers, model=None, codes: bool = False, states: str = "pooled", train_encoder: int = 0,
                       layers: int = 2, heads: int = 6, d_model: Optional[int] = None, max_len: int = 64,
-                      dropout: float = 0.1, encoder_lr: float = 2e-5, seed: int = 0) -> SentenceBackbone:
+                      dropout: float = 0.1, encoder_lr: float = 2e-5, precision: str = "fp32",
+                      cache: Optional[dict] = None, seed: int = 0) -> SentenceBackbone:
     """A :class:`SentenceBackbone` for ``identifiers`` (the id strings, or a docno → id dict).
 
     :param model: a sentence-transformers model (name, folder or fine-tuned artifact; default MiniLM), resolved
@@ -346,6 +361,8 @@ def sentence_backbone(identifiers, model=None, codes: bool = False, states: str 
     :param codes: the identifiers start with a semantic code path (``"3-0-7"`` or ``"3-0 # Title"``)
     :param states: ``"pooled"`` or ``"tokens"`` (see the module docs)
     :param train_encoder: 0 freezes the encoder; ``n`` trains its top ``n`` layers; -1 all of them
+    :param precision: ``"fp32"`` or ``"bf16"`` (autocast; see the module docs)
+    :param cache: a dict shared with other backbones over the same encoder, states and precision (frozen only)
     """
     from pyterrier_tot.models import load_sentence_transformer, resolve_model
 
@@ -376,4 +393,4 @@ def sentence_backbone(identifiers, model=None, codes: bool = False, states: str 
     base = Path(str(cfg["model"])).name
     enc = "frozen" if train_encoder == 0 else ("all" if train_encoder < 0 else f"top {train_encoder}")
     name = f"{base}[{states}, encoder {enc}] + decoder {layers}x{d}"
-    return SentenceBackbone(net, tokenizer, vocab, codes, name, train_encoder, encoder_lr, cfg)
+    return SentenceBackbone(net, tokenizer, vocab, codes, name, train_encoder, encoder_lr, cfg, precision, cache)
