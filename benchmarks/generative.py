@@ -47,7 +47,7 @@ PSEUDO_FILE = cache_dir() / "generative" / "pseudo_queries_qwen.jsonl"
 #: The settings of a trained variant; each row of the ablation changes some of them.
 DEFAULTS = {"ids": "semantic", "pairs": "cheap", "encoder": "ft", "states": "pooled", "train_encoder": 0,
             "epochs": 20, "lr": 1e-3, "batch_size": 64, "layers": 2, "source_tokens": 256, "precision": "bf16",
-            "seed": 0}
+            "schedule": "linear", "seed": 0}
 ROWS = {
     "sem-cheap-ft": {},
     "title-cheap-ft": {"ids": "title"},
@@ -164,7 +164,7 @@ def build_model(name: str, spec: dict, ds, index, ft) -> tuple:
         print(f"{name}: {bb}, {len(pairs)} pairs {pairs['task'].value_counts().to_dict()}", flush=True)
         stats, wall, cpu = timed(lambda: gen.train(bb, pairs, epochs=spec["epochs"], batch_size=spec["batch_size"],
                                                    lr=spec["lr"], max_source_tokens=spec["source_tokens"],
-                                                   seed=spec["seed"]))
+                                                   schedule=spec["schedule"], seed=spec["seed"]))
         record = {**stats, "wall_s": wall, "cpu_s": cpu, "pairs": pairs["task"].value_counts().to_dict(),
                   "backbone": repr(bb), "threads": torch.get_num_threads(), "sources_encoded_before": n_cached}
         if cache is not None and len(cache) > n_cached:
