@@ -212,9 +212,9 @@ def lm_backbone(which: str):
     return gen.gguf_lm(qwen_gguf(), dtype="bf16", name="Qwen2.5-Coder-1.5B-Instruct")
 
 
-def run_genre(which: str, ds, index, limit=None) -> list:
-    """GENRE beam search (log-likelihood ranking) and the constrained TitleNamer list, on the tuning slice and
-    validation (``limit``: the first queries of each split only, for a timed pilot)."""
+def run_genre(which: str, ds, index, limit=None, only=None, chunk: int = 20) -> list:
+    """GENRE beam search (log-likelihood ranking) and the constrained TitleNamer list on the tuning slice and
+    validation (``only``: one split; ``limit``: its first queries), in cached chunks so a killed run resumes."""
     base = lm_backbone(which)
     beam = gen.GenerativeRetriever.genre(gen.prompted(base), index.corpus, num_results=20, num_beams=20,
                                          batch_size=1)
@@ -222,14 +222,26 @@ def run_genre(which: str, ds, index, limit=None) -> list:
     rows = []
     for mode, system in (("beam", beam), ("list", namer)):
         row = {"name": f"genre-{which}-{mode}", "system": repr(system)}
+        old = WORK / "rows" / f"{row['name']}.json"
+        if old.is_file():
+            row = {**json.loads(old.read_text()), **row}
         for split, (topics, qrels) in splits(ds).items():
+            if only and split != only:
+                continue
             topics = topics.head(limit) if limit else topics
-            tag = f"{split}_genre_{which}_{mode}" + (f"_{limit}" if limit else "")
-            run, wall, cpu = timed(lambda topics=topics, tag=tag, system=system: cached_run(
-                tag, lambda: system(topics)))
-            row[split] = {**metrics(run, topics, qrels), "n": len(topics)}
-            if cpu > 1:
-                row[f"decode_{split}"] = {"wall_s": wall, "cpu_s": cpu, "cpu_s_per_query": round(cpu / len(topics), 2)}
+            parts, wall, cpu, fresh = [], 0.0, 0.0, 0
+            for start in range(0, len(topics), chunk):
+                part = topics.iloc[start:start + chunk]
+                tag = f"{split}_genre_{which}_{mode}_{start}"
+                run, w, c = timed(lambda part=part, tag=tag, system=system: cached_run(
+                    tag, lambda: system(part[["qid", "query"]])))
+                parts.append(run)
+                if c > 1:
+                    wall, cpu, fresh = wall + w, cpu + c, fresh + len(part)
+            row[split] = {**metrics(pd.concat(parts), topics, qrels), "n": len(topics)}
+            if fresh:
+                row[f"decode_{split}"] = {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "queries": fresh,
+                                          "cpu_s_per_query": round(cpu / fresh, 2)}
         save_row(row)
         rows.append(row)
     return rows
@@ -284,6 +296,7 @@ def main():
     p.add_argument("names", nargs="*")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--limit", type=int, default=None, help="genre: only the first queries of each split")
+    p.add_argument("--split", choices=["tuning", "validation"], default=None, help="genre: this split only")
     p.add_argument("--books", type=int, default=400)
     p.add_argument("--per-book", type=int, default=2)
     p.add_argument("--max-tokens", type=int, default=90)
@@ -305,7 +318,7 @@ def main():
         if args.what == "rows":
             save_row(run_row(name, ds, index, ft))
         elif args.what == "genre":
-            run_genre(name, ds, index, args.limit)
+            run_genre(name, ds, index, args.limit, args.split)
         else:
             run_expert(name, ds, index, ft)
 
