@@ -167,7 +167,7 @@ def build_model(name: str, spec: dict, ds, index, ft) -> tuple:
                                                    schedule=spec["schedule"], seed=spec["seed"]))
         record = {**stats, "wall_s": wall, "cpu_s": cpu, "pairs": pairs["task"].value_counts().to_dict(),
                   "backbone": repr(bb), "threads": torch.get_num_threads(), "sources_encoded_before": n_cached}
-        if cache is not None and len(cache) > n_cached:
+        if cache is not None and len(cache) > n_cached and spec["states"] == "pooled":  # token states: GBs
             encoder_cache(spec, save=cache)
         gen.GenerativeRetriever(bb, ids, max_source_tokens=spec["source_tokens"]).save(
             folder, overwrite=True, training=record, spec=spec)
