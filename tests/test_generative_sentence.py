@@ -111,3 +111,22 @@ def test_save_and_load_give_the_same_ranking(toy, tmp_path):
     after = again(q)
     assert after["docno"].tolist() == before["docno"].tolist()
     assert after["score"].tolist() == pytest.approx(before["score"].tolist(), abs=1e-4)
+
+
+def test_index_semantic_ids_follow_the_dense_vectors(tmp_path):
+    from pyterrier_tot.index import BookIndex
+
+    books = pd.DataFrame([{"docno": f"d{i}", "title": t, "text": x} for i, (t, x) in enumerate([
+        ("Dragon Egg", "A dragon hatches from an egg in a castle."),
+        ("Dragon Egg Two", "A dragon hatches from an egg in a castle tower."),
+        ("Kitten Naps", "A kitten sleeps all day on a sunny windowsill."),
+        ("Kitten Naps Again", "A kitten sleeps all day on a warm windowsill."),
+        ("Space Robots", "Robots build a rocket and fly to Mars."),
+        ("Space Robots Return", "Robots fly their rocket back from Mars."),
+    ])])
+    index = BookIndex(books, path=tmp_path / "index")
+    sem = gen.index_semantic_ids(index, k=3, leaf=2)
+    assert set(sem) == set(books["docno"]) and len(set(sem.values())) == len(books)
+    for a, b in (("d0", "d1"), ("d2", "d3"), ("d4", "d5")):  # near-duplicates share their cluster
+        assert sem[a].split("-")[0] == sem[b].split("-")[0]
+    assert len({sem[d].split("-")[0] for d in ("d0", "d2", "d4")}) == 3
