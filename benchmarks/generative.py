@@ -42,6 +42,7 @@ WORK = _common.WORK / NAME
 DRY = {"on": False}  # --dry: a few pairs and queries, results under .work/generative-dry (a check of the code)
 MEASURES = [Success @ 1, Success @ 10, RR @ 20, R @ 5]
 COLS = {"Success@1": "Hits@1", "Success@10": "Hits@10", "RR@20": "MRR@20", "R@5": "R@5"}
+QUERY_TOKENS = 256  # a request's head given to a zero-shot LM (the prefill is most of its cost)
 PSEUDO_FILE = cache_dir() / "generative" / "pseudo_queries_qwen.jsonl"
 
 #: The settings of a trained variant; each row of the ablation changes some of them.
@@ -217,8 +218,8 @@ def run_genre(which: str, ds, index, limit=None, only=None, chunk: int = 20) -> 
     validation (``only``: one split; ``limit``: its first queries), in cached chunks so a killed run resumes."""
     base = lm_backbone(which)
     beam = gen.GenerativeRetriever.genre(gen.prompted(base), index.corpus, num_results=20, num_beams=20,
-                                         batch_size=1)
-    namer = ptt.TitleNamer(base, index, num_titles=10, constrained=True)
+                                         batch_size=1, max_source_tokens=QUERY_TOKENS)
+    namer = ptt.TitleNamer(base, index, num_titles=10, constrained=True, max_query_tokens=QUERY_TOKENS)
     rows = []
     for mode, system in (("beam", beam), ("list", namer)):
         row = {"name": f"genre-{which}-{mode}", "system": repr(system)}
