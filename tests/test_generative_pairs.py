@@ -88,3 +88,64 @@ def test_llm_pseudo_queries_and_failures_degrade(corpus, tmp_path):
     assert set(single["docno"]) == set(books["docno"]) - {"t01"}
     assert len(multi) == 2 and (multi["task"] == "retrieve:llm-multi").all()
     assert any(" # " in a and "Write 2 requests" in a for a in asked)
+
+
+def test_keyphrase_and_template_queries(corpus):
+    books, ids = corpus
+    keys = gen.keyphrase_queries(books, ids, n=2, seed=3)
+    assert (keys["task"] == "retrieve:keyphrases").all() and (keys["target"] == keys["docno"].map(ids)).all()
+    lighthouse = keys.loc[keys.docno == "L", "source"].tolist()
+    assert lighthouse and all("lighthouse" in q and "hatched" in q for q in lighthouse)
+    # keyphrases made only of title words are left out: a reader who knew them would know the title
+    from pyterrier_tot.generative.pseudo_queries import keyphrases
+
+    assert "lighthouse" in keyphrases(LONG) and "lighthouse" not in keyphrases(LONG, "The Lighthouse")
+    tpl = gen.template_queries(books, ids, n=3, seed=3)
+    assert len(tpl) == 3 * len(books) and not tpl["source"].str.contains(r"\{").any()
+    text = " ".join(LONG.split())
+    for q in tpl.loc[tpl.docno == "L", "source"]:  # each holds a span of the description or its keyphrases
+        assert any(" ".join(text.split()[i:i + 6]) in q for i in range(len(text.split()) - 6)) or \
+            ("lighthouse" in q and "hatched" in q)
+        assert ",." not in q
+    assert tpl.equals(gen.template_queries(books, ids, n=3, seed=3))
+
+
+def test_clue_form_pairs_use_the_rule_clues(corpus):
+    books, ids = corpus
+    topics = pd.DataFrame({"qid": ["1", "2"], "query": [
+        "The cover was dark blue with a dragon on a lighthouse. I read it around 2005, a fantasy book.",
+        "no clues here at all"]})
+    qrels = pd.DataFrame({"qid": ["1", "2"], "docno": ["L", "t00"], "label": [1, 1]})
+    pairs = gen.clue_form_pairs(topics, qrels, ids)
+    assert pairs["docno"].tolist() == ["L"] and (pairs["task"] == "retrieve:clues").all()
+    assert "dragon" in pairs["source"].iloc[0] and len(pairs["source"].iloc[0]) < len(topics["query"].iloc[0])
+    assert len(gen.clue_form_pairs(topics.iloc[:0], qrels, ids)) == 0
+
+
+def test_pseudo_query_file_round_trip(corpus, tmp_path):
+    books, ids = corpus
+    pairs = gen.cheap_pseudo_queries(books, ids, n=2).assign(task="retrieve:llm-tot")
+    path = gen.write_pseudo_queries(pairs, tmp_path / "pq.jsonl", model="stub", books=len(books))
+    back = gen.read_pseudo_queries(path, ids)
+    assert back[["source", "target", "docno", "task"]].equals(pairs[["source", "target", "docno", "task"]])
+    assert back.attrs["meta"] == {"model": "stub", "books": len(books)}
+    other = {d: f"id-{d}" for d in list(ids)[:2]}  # another id map: its targets, unknown books dropped
+    again = gen.read_pseudo_queries(path, other)
+    assert set(again["docno"]) == set(other) and (again["target"] == again["docno"].map(other)).all()
+
+
+def test_tot_kind_sends_the_description(corpus, tmp_path):
+    books, ids = corpus
+    asked = []
+
+    def responder(messages):
+        asked.append(messages)
+        return "read it as a kid, a dragon hatches in a lighthouse I think\nkeeper hides a dragon, maybe 2000s"
+
+    with OpenAIStub(responder) as stub:
+        llm = stub_llm(stub, tmp_path / "cache.sqlite3")
+        pairs = gen.llm_pseudo_queries(books.iloc[:1], ids, llm, n=2, kind="tot", max_tokens=50)
+    assert len(pairs) == 2 and (pairs["task"] == "retrieve:llm-tot").all()
+    assert "half remember" in asked[0][0]["content"] and LONG[:40] in asked[0][-1]["content"]
+    with pytest.raises(ValueError, match="'tot'"):
+        gen.llm_pseudo_queries(books, ids, llm, kind="chapterwise")

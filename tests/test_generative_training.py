@@ -74,3 +74,24 @@ def test_training_resumes_from_its_checkpoint(toy, tmp_path):
 
 def test_label_smoothing_is_the_default():
     assert gen.training.LABEL_SMOOTHING == 0.1
+
+
+def test_linear_schedule_warms_up_and_decays(toy):
+    books, ids, pairs, tok = toy
+    bb = gen.tiny_t5(tok, seed=4)
+    seen = []
+    real_step = torch.optim.AdamW.step
+
+    def spy(self, *a, **k):
+        seen.append(self.param_groups[0]["lr"])
+        return real_step(self, *a, **k)
+
+    torch.optim.AdamW.step = spy
+    try:
+        gen.train(bb, pairs, epochs=5, batch_size=8, lr=1e-3, schedule="linear", warmup=0.2, verbose=False)
+    finally:
+        torch.optim.AdamW.step = real_step
+    assert len(seen) == 25 and seen[0] == pytest.approx(1e-3 / 5) and max(seen) == pytest.approx(1e-3)
+    assert seen[-1] < 1e-4 and seen == sorted(seen[:5]) + sorted(seen[5:], reverse=True)
+    with pytest.raises(ValueError, match="schedule"):
+        gen.train(bb, pairs, schedule="cosine", verbose=False)

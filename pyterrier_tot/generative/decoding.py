@@ -1,11 +1,12 @@
 """Constrained beam search over a prefix trie, and teacher-forced scoring of given identifiers.
 
 :func:`constrained_search` runs ``transformers``' beam search with ``prefix_allowed_tokens_fn`` answering from an
-:class:`~pyterrier_tot.generative.trie.IdTrie`; the returned sequences are checked against the trie once more
-(beam search pads its beam with dead hypotheses when fewer valid ids exist than beams), so only complete, valid
-identifiers come back. Scores are summed token log-probabilities under the model's full softmax
-(``length_penalty=0``), the same quantity :func:`score_targets` computes by teacher forcing, so a retrieved id
-and a scored candidate are on one scale.
+:class:`~pyterrier_tot.generative.trie.IdTrie` (seq2seq models), or, for a causal LM, a beam search of its own
+that encodes the source once and copies its keys and values to the beams (a long prompt is not encoded once per
+beam); the returned sequences are checked against the trie once more (beam search pads its beam with dead
+hypotheses when fewer valid ids exist than beams), so only complete, valid identifiers come back. Scores are
+summed token log-probabilities under the model's full softmax (``length_penalty=0``), the same quantity
+:func:`score_targets` computes by teacher forcing, so a retrieved id and a scored candidate are on one scale.
 
 For a causal backbone, :func:`score_targets` encodes each distinct source once and scores all its candidates
 from the cached keys and values (the query is the long part; identifiers are a dozen tokens).
@@ -31,11 +32,16 @@ def _trim(seq: Sequence[int], eos: int) -> Tuple[int, ...]:
 def constrained_search(backbone: Backbone, sources: Sequence[List[int]], trie: IdTrie, num_beams: int = 10,
                        batch_size: int = 8, max_new_tokens: int = None) -> List[List[Tuple[Tuple[int, ...], float]]]:
     """For each source (token ids), up to ``num_beams`` (identifier tokens, log-likelihood), best first; every
-    identifier returned is complete in ``trie``."""
+    identifier returned is complete in ``trie``. A backbone with its own ``search`` (the sentence-encoder
+    backbone) decodes with it."""
+    if hasattr(backbone, "search"):
+        return backbone.search(sources, trie, num_beams, batch_size, max_new_tokens)
     model, eos = backbone.model, backbone.eos
     if max_new_tokens is None:
         max_new_tokens = max((len(s) for s in trie), default=1)
     model.eval()
+    if backbone.kind == CAUSAL and _has_reorderable_cache(model):
+        return [_causal_search(backbone, list(s), trie, num_beams, max_new_tokens) for s in sources]
     out: List[List[Tuple[Tuple[int, ...], float]]] = []
     for start in range(0, len(sources), batch_size):
         chunk = [list(s) for s in sources[start:start + batch_size]]
@@ -72,10 +78,53 @@ def constrained_search(backbone: Backbone, sources: Sequence[List[int]], trie: I
     return out
 
 
+def _has_reorderable_cache(model) -> bool:
+    try:
+        from transformers import DynamicCache
+    except ImportError:  # pragma: no cover
+        return False
+    return hasattr(DynamicCache, "reorder_cache") and getattr(model.config, "use_cache", True)
+
+
+def _causal_search(backbone: Backbone, src: List[int], trie: IdTrie, num_beams: int,
+                   max_new_tokens: int) -> List[Tuple[Tuple[int, ...], float]]:
+    """Beam search for one source of a causal LM that reads the source once: its keys and values are computed
+    once and copied to the beams (``transformers``' beam search would encode a long prompt once per beam)."""
+    model, eos = backbone.model, backbone.eos
+    out = model(input_ids=torch.tensor([src]), use_cache=True, logits_to_keep=1)
+    cache, lp = out.past_key_values, torch.log_softmax(out.logits[:, -1].float(), -1)
+    beams: List[Tuple[Tuple[int, ...], float]] = [((), 0.0)]
+    done: List[Tuple[Tuple[int, ...], float]] = []
+    for _ in range(max_new_tokens):
+        cands = []
+        for i, (seq, score) in enumerate(beams):
+            allowed = trie.allowed(seq)
+            if allowed:
+                cands += [(i, seq + (t,), score + v) for t, v in zip(allowed, lp[i, allowed].tolist())]
+        cands.sort(key=lambda c: -c[2])
+        live = []
+        for i, seq, score in cands:
+            if seq[-1] == eos:  # a trie sequence ends with the end token, so this one is complete
+                done.append((seq, score))
+            elif len(live) < num_beams:
+                live.append((i, seq, score))
+        done = sorted(done, key=lambda d: -d[1])[:num_beams]
+        # scores only fall as a sequence grows: stop once no live beam can enter the finished top k
+        if not live or (len(done) >= num_beams and live[0][2] <= done[-1][1]):
+            break
+        cache.reorder_cache(torch.tensor([i for i, _, _ in live]))
+        out = model(input_ids=torch.tensor([[seq[-1]] for _, seq, _ in live]), past_key_values=cache, use_cache=True)
+        cache, lp = out.past_key_values, torch.log_softmax(out.logits[:, -1].float(), -1)
+        beams = [(seq, score) for _, seq, score in live]
+    return [d for d in done if np.isfinite(d[1]) and trie.complete(d[0])]
+
+
 @torch.inference_mode()
 def score_targets(backbone: Backbone, sources: Sequence[List[int]], targets: Sequence[List[int]],
                   batch_size: int = 32) -> np.ndarray:
     """Teacher-forced log-likelihood ``log P(target | source)`` (summed over the target tokens) of each pair."""
+    if hasattr(backbone, "score"):
+        return backbone.score(sources, targets, batch_size)
     backbone.model.eval()
     scores = np.zeros(len(sources), dtype=np.float64)
     if backbone.kind == CAUSAL:

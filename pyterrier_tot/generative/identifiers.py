@@ -87,6 +87,16 @@ def semantic_ids(embeddings: np.ndarray, docnos: Sequence[str], k: int = 10, lea
     return {str(d): "-".join(map(str, c)) for d, c in zip(docnos, codes)}
 
 
+def index_semantic_ids(index, model=None, fields=("title", "text"), k: int = 10, leaf: int = 10,
+                       seed: int = 0) -> Dict[str, str]:
+    """:func:`semantic_ids` over the document vectors a :class:`~pyterrier_tot.index.BookIndex` stores for its
+    dense retriever with ``model`` (e.g. the recipe's fine-tuned MiniLM): the ids of books close in that space
+    share their leading codes. The vectors are read, not encoded again (the dense index is built if absent)."""
+    flex = index.flex_index(model, fields)
+    docnos, vecs, _meta = flex.payload()
+    return semantic_ids(np.asarray(vecs), [str(d) for d in docnos], k, leaf, seed)
+
+
 def tfidf_embed(texts: Sequence[str]) -> np.ndarray:
     """A cheap default embedding of chapter texts (TF-IDF, L2-normalised); any ``texts → array`` works."""
     from sklearn.feature_extraction.text import TfidfVectorizer

@@ -126,18 +126,20 @@ def _parse_queries(answer: Optional[str], n: int) -> list:
 
 def llm_pseudo_queries(books: pd.DataFrame, ids: Dict[str, str], llm, n: int = 4, kind: str = "single",
                        chapters_field: Optional[str] = None, text_field: str = "text", max_chars: int = 2000,
-                       seed: int = 0) -> pd.DataFrame:
+                       seed: int = 0, max_tokens: Optional[int] = None) -> pd.DataFrame:
     """``n`` LLM pseudo-queries per book → book-id.
 
-    :param kind: ``single`` (one chapter: a random chapter, or the description when there is no outline) or
+    :param kind: ``single`` (one chapter: a random chapter, or the description when there is no outline),
         ``multi`` (two to three chapters joined by ``" # "``; books with fewer than two chapters use their
-        description split in halves)
+        description split in halves) or ``tot`` (the description, and a tip-of-the-tongue request as a reader
+        who half remembers the book would write it: prompt ``generative_pseudo_query_tot``)
     :param chapters_field: a column holding each book's list of chapter texts (optional)
+    :param max_tokens: the answer's token budget (default: the LLM's)
     """
     from pyterrier_tot.llm.templates import load_prompt
 
-    if kind not in ("single", "multi"):
-        raise ValueError(f"kind must be 'single' or 'multi', not {kind!r}")
+    if kind not in ("single", "multi", "tot"):
+        raise ValueError(f"kind must be 'single', 'multi' or 'tot', not {kind!r}")
     prompt = load_prompt(f"generative_pseudo_query_{kind}")
     rng = np.random.default_rng(seed)
     docnos, requests = [], []
@@ -145,18 +147,21 @@ def llm_pseudo_queries(books: pd.DataFrame, ids: Dict[str, str], llm, n: int = 4
         docno = str(book["docno"])
         text = _text(book.get(text_field))
         chapters = [c for c in (book.get(chapters_field) if chapters_field else None) or [] if _text(c)]
-        if not chapters and text:
+        if kind == "tot":
+            chapters = [text] if text else []
+        elif not chapters and text:
             chapters = [text] if kind == "single" else [s for s in _halves(text) if s]
         if docno not in ids or not chapters:
             continue
-        if kind == "single":
+        if kind in ("single", "tot"):
             body = chapters[int(rng.integers(len(chapters)))]
         else:
             pick = sorted(rng.choice(len(chapters), size=min(len(chapters), 3), replace=False))
             body = " # ".join(chapters[i] for i in pick)
         docnos.append(docno)
         requests.append(prompt.messages(f"Write {n} requests.\n\n{body[:max_chars]}"))
-    answers = llm.chat_many(requests, prompt_version=prompt.version, desc=f"pseudo-queries ({kind})") \
+    budget = {"max_tokens": int(max_tokens)} if max_tokens else {}
+    answers = llm.chat_many(requests, prompt_version=prompt.version, desc=f"pseudo-queries ({kind})", **budget) \
         if requests else []
     rows, failed = [], 0
     for docno, answer in zip(docnos, answers):

@@ -31,6 +31,7 @@ from pyterrier_tot._artifact import ToTArtifact, building
 from pyterrier_tot.generative.aggregation import BETA, GAMMA, parallel_scores, serial_scores
 from pyterrier_tot.generative.backbones import SEQ2SEQ, Backbone
 from pyterrier_tot.generative.decoding import constrained_search, score_targets
+from pyterrier_tot.generative.sentence_backbone import SENTENCE, SentenceBackbone
 from pyterrier_tot.generative.trie import IdTrie
 from pyterrier_tot.policy import add_ranks, check_query_frame, check_result_frame, report_missing_qids, unknown_docnos
 
@@ -47,13 +48,17 @@ class GenerativeRetriever(pt.Transformer):
     :param num_beams: beam width (default ``num_results``)
     :param chapters: chapter-id → docno (enables ``aggregation``)
     :param aggregation: ``None``, ``"parallel"`` or ``"serial"``
+    :param shared_ids: let books share an identifier (GENRE titles: two books called "Dune" are both returned,
+        with the same score, when the title is generated); by default ids must be unique
+    :param label: a name shown in the ``repr`` (a saved model uses its folder name), which tells two models
+        with the same backbone apart, e.g. in a cache key built from the ``repr``
     """
 
     def __init__(self, backbone: Backbone, ids: Dict[str, str], num_results: int = 10,
                  num_beams: Optional[int] = None, max_source_tokens: int = 64, batch_size: int = 8,
                  score_batch_size: int = 32, chapters: Optional[Dict[str, str]] = None,
                  aggregation: Optional[str] = None, beta: float = BETA, gamma: float = GAMMA,
-                 verbose: bool = False):
+                 verbose: bool = False, shared_ids: bool = False, label: Optional[str] = None):
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation must be one of {AGGREGATIONS}, not {aggregation!r}")
         if aggregation and not chapters:
@@ -63,11 +68,14 @@ class GenerativeRetriever(pt.Transformer):
         self.max_source_tokens, self.batch_size, self.score_batch_size = max_source_tokens, batch_size, score_batch_size
         self.chapters = dict(chapters or {})
         self.aggregation, self.beta, self.gamma, self.verbose = aggregation, beta, gamma, verbose
+        self.shared_ids, self.label = bool(shared_ids), label
         self._tokens = {d: tuple(backbone.target_ids(i)) for d, i in self.ids.items()}
-        self._docno_of = {t: d for d, t in self._tokens.items()}
-        if len(self._docno_of) != len(self._tokens):
+        self._docnos_of: Dict[tuple, list] = {}
+        for d, t in sorted(self._tokens.items()):
+            self._docnos_of.setdefault(t, []).append(d)
+        if not self.shared_ids and len(self._docnos_of) != len(self._tokens):
             raise ValueError("two books have identifiers with the same tokens; make the ids unique "
-                             "(pyterrier_tot.generative.identifiers.book_ids does)")
+                             "(pyterrier_tot.generative.identifiers.book_ids does) or pass shared_ids=True")
         self.trie = IdTrie(self._tokens.values())
         self._chapter_tokens = {tuple(backbone.target_ids(c)): str(d) for c, d in self.chapters.items()}
         self.chapter_trie = IdTrie(self._chapter_tokens)
@@ -107,7 +115,7 @@ class GenerativeRetriever(pt.Transformer):
         hits = constrained_search(self.backbone, sources, self.trie, self.num_beams, self.batch_size)
         rows = []
         for qi, qhits in enumerate(hits):
-            books = {self._docno_of[t]: s for t, s in qhits}
+            books = {d: s for t, s in qhits for d in self._docnos_of[t]}
             scores = self._aggregate(sources[qi], books) if self.aggregation else books
             order = sorted(scores, key=lambda d: (-scores[d], -books.get(d, -math.inf)))[:self.num_results]
             rows += [(qi, d, float(scores[d])) for d in order]
@@ -132,24 +140,42 @@ class GenerativeRetriever(pt.Transformer):
         return serial_scores(books, per_book, self.beta, self.gamma)
 
     # ----------------------------------------------------------------------------------------------- saving
+    @classmethod
+    def genre(cls, backbone: Backbone, books: pd.DataFrame, title_field: str = "title",
+              **kwargs) -> "GenerativeRetriever":
+        """The GENRE-style zero-shot mode: an off-the-shelf LM behind a prompt
+        (:func:`~pyterrier_tot.generative.genre.prompted`) generates titles, constrained to those of ``books``;
+        books with the same title share it. Nothing is trained."""
+        from pyterrier_tot.generative.genre import title_ids
+
+        kwargs.setdefault("max_source_tokens", 384)
+        return cls(backbone, title_ids(books, title_field), shared_ids=True, **kwargs)
+
     def save(self, path: Union[str, Path], overwrite: bool = False, **meta) -> "GenerativeModel":
         """Write the model, tokenizer and id maps as a :class:`GenerativeModel` artifact folder."""
         from safetensors.torch import save_model
 
+        if getattr(self.backbone, "prompt", None) is not None:
+            raise ValueError(f"{self!r} is a zero-shot prompted LM with no trained weights of its own: build it "
+                             "again with GenerativeRetriever.genre(...) instead of saving it")
         art = GenerativeModel(path)
         with building(path, overwrite=overwrite) as tmp:
-            self.backbone.model.config.save_pretrained(tmp)
-            save_model(self.backbone.model, str(tmp / "model.safetensors"))
-            self.backbone.tokenizer.save_pretrained(tmp)
+            if hasattr(self.backbone, "save_to"):  # the sentence-encoder backbone writes its own parts
+                self.backbone.save_to(tmp)
+            else:
+                self.backbone.model.config.save_pretrained(tmp)
+                save_model(self.backbone.model, str(tmp / "model.safetensors"))
+                self.backbone.tokenizer.save_pretrained(tmp)
             (tmp / "ids.json").write_text(json.dumps(self.ids, ensure_ascii=False), encoding="utf8")
             (tmp / "chapters.json").write_text(json.dumps(self.chapters, ensure_ascii=False), encoding="utf8")
             art._write_meta(tmp, kind=self.backbone.kind, backbone=self.backbone.name, books=len(self.ids),
                             chapters=len(self.chapters), max_source_tokens=self.max_source_tokens,
-                            cue=self.backbone.cue, **meta)
+                            cue=self.backbone.cue, shared_ids=self.shared_ids, **meta)
         return art
 
     def __repr__(self):
         extra = f", aggregation={self.aggregation!r}" if self.aggregation else ""
+        extra += f", label={self.label!r}" if self.label else ""
         return (f"GenerativeRetriever({self.backbone.name!r}, {len(self.ids)} books, num_results={self.num_results}, "
                 f"num_beams={self.num_beams}{extra})")
 
@@ -166,6 +192,8 @@ class GenerativeModel(ToTArtifact):
 
         self._check_type()
         meta = self.meta()
+        if meta["kind"] == SENTENCE:
+            return SentenceBackbone.load(self.path)
         config = AutoConfig.from_pretrained(self.path)
         cls = AutoModelForSeq2SeqLM if meta["kind"] == SEQ2SEQ else AutoModelForCausalLM
         model = cls.from_config(config, dtype=torch.float32)
@@ -181,6 +209,8 @@ class GenerativeModel(ToTArtifact):
         meta = self.meta()
         chapters = json.loads((Path(self.path) / "chapters.json").read_text(encoding="utf8"))
         kwargs.setdefault("max_source_tokens", meta.get("max_source_tokens", 64))
+        kwargs.setdefault("shared_ids", meta.get("shared_ids", False))
+        kwargs.setdefault("label", Path(self.path).name)
         return GenerativeRetriever(self.backbone(), self.ids(), chapters=chapters or None, **kwargs)
 
 

@@ -68,11 +68,14 @@ def tokenise_pairs(backbone: Backbone, pairs: pd.DataFrame, max_source_tokens: i
 def train(backbone: Backbone, pairs: pd.DataFrame, epochs: float = 1.0, batch_size: int = 8, lr: float = 5e-4,
           label_smoothing: float = LABEL_SMOOTHING, max_source_tokens: int = 64, weight_decay: float = 0.0,
           checkpoint_dir: Union[str, Path, None] = None, checkpoint_every: int = 50,
-          max_seconds: Optional[float] = None, seed: int = 0, verbose: bool = True) -> dict:
+          max_seconds: Optional[float] = None, seed: int = 0, verbose: bool = True,
+          schedule: str = "constant", warmup: float = 0.05) -> dict:
     """Train ``backbone`` in place on ``pairs`` (columns ``source``, ``target``, optionally ``task``).
 
-    ``epochs`` may be fractional. Returns statistics: steps, pairs seen, tokens, seconds, tokens/s, the mean
-    loss of the last 50 steps, and whether the run resumed or stopped on ``max_seconds``."""
+    ``epochs`` may be fractional. ``schedule="linear"``: the learning rate rises over the first ``warmup``
+    share of the steps and then falls linearly to zero (``"constant"``: ``lr`` throughout). Returns
+    statistics: steps, pairs seen, tokens, seconds, tokens/s, the mean loss of the last 50 steps, and whether
+    the run resumed or stopped on ``max_seconds``."""
     if len(pairs) == 0:
         raise ValueError("train: no training pairs")
     sources, targets = tokenise_pairs(backbone, pairs, max_source_tokens)
@@ -80,8 +83,15 @@ def train(backbone: Backbone, pairs: pd.DataFrame, epochs: float = 1.0, batch_si
     order = np.concatenate([rng.permutation(len(pairs)) for _ in range(int(np.ceil(epochs)))])
     order = order[:int(round(epochs * len(pairs)))]
     steps = int(np.ceil(len(order) / batch_size))
-    params = backbone.trainable_parameters()
+    # a backbone may give parts of itself their own learning rate (a pretrained encoder beside a new decoder)
+    params = backbone.param_groups(lr) if hasattr(backbone, "param_groups") else backbone.trainable_parameters()
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    if schedule not in ("constant", "linear"):
+        raise ValueError(f"schedule must be 'constant' or 'linear', not {schedule!r}")
+    ramp = max(1, int(warmup * steps))
+    scale = (lambda i: min((i + 1) / ramp, max(0.0, (steps - i) / max(1, steps - ramp)))) \
+        if schedule == "linear" else (lambda i: 1.0)
+    base_lrs = [g["lr"] for g in optimizer.param_groups]
     done, resumed = 0, False
     if checkpoint_dir is not None:
         progress = load_checkpoint(checkpoint_dir, backbone, optimizer)
@@ -92,11 +102,14 @@ def train(backbone: Backbone, pairs: pd.DataFrame, epochs: float = 1.0, batch_si
     model = backbone.model
     model.train()
     t0, tokens, losses, stopped = time.perf_counter(), 0, [], False
-    bar = pt.tqdm(range(done, steps), desc=f"training {backbone.name}", unit="step", disable=not verbose)
+    bar = pt.tqdm(range(done, steps), desc=f"training {backbone.name}", unit="step", disable=not verbose,
+                  mininterval=10)  # a redraw every 10 s, not every step
     step = done
     for step in bar:
         rows = order[step * batch_size:(step + 1) * batch_size]
         batch = backbone.batch([sources[i] for i in rows], [targets[i] for i in rows])
+        for g, base_lr in zip(optimizer.param_groups, base_lrs):
+            g["lr"] = base_lr * scale(step)
         logits, labels, _ = backbone.target_logits(batch)
         loss = torch.nn.functional.cross_entropy(logits.float(), labels, label_smoothing=label_smoothing)
         optimizer.zero_grad()
@@ -110,7 +123,7 @@ def train(backbone: Backbone, pairs: pd.DataFrame, epochs: float = 1.0, batch_si
         if checkpoint_dir is not None and ((step + 1) % checkpoint_every == 0 or last or over):
             save_checkpoint(checkpoint_dir, backbone, optimizer, {"step": step + 1, "steps": steps, "seed": seed})
         if verbose:
-            bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}")
+            bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}", refresh=False)
         if over and not last:
             stopped = True
             break
@@ -121,4 +134,5 @@ def train(backbone: Backbone, pairs: pd.DataFrame, epochs: float = 1.0, batch_si
             "stopped_on_time": stopped, "pairs_seen": min(len(order), (done + ran) * batch_size),
             "tokens": tokens, "seconds": round(secs, 2), "tokens_per_s": round(tokens / secs, 1) if secs else None,
             "loss_last50": float(np.mean(losses[-50:])) if losses else None, "batch_size": batch_size, "lr": lr,
-            "label_smoothing": label_smoothing, "epochs": epochs, "max_source_tokens": max_source_tokens}
+            "label_smoothing": label_smoothing, "epochs": epochs, "max_source_tokens": max_source_tokens,
+            "schedule": schedule}

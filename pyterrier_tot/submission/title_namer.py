@@ -19,6 +19,14 @@ and ``>>``): every row is kept, a named book scores ``num_titles - rank``, any o
 A name that maps to no book is dropped (``.unmatched``); a query whose LLM request failed gets no rows, with a
 warning (``.failures``); a query none of whose names maps gets no rows with a
 :class:`~pyterrier_tot.errors.NoResultsWarning` (``.empty_results``).
+
+**Constrained mode** (``constrained=True``): the LLM is an in-process causal LM (a generative
+:class:`~pyterrier_tot.generative.backbones.Backbone`, e.g. ``generative.smollm2()`` or
+``generative.gguf_lm(path)``) and its list is decoded under a prefix trie of the corpus' titles
+(:func:`pyterrier_tot.generative.genre.name_titles`): each line it writes is a title of the corpus, none twice,
+so every name is a book and nothing is looked up or dropped. Books that share a title share its rank::
+
+    namer = ptt.TitleNamer(generative.smollm2(), index, constrained=True)
 """
 from __future__ import annotations
 
@@ -129,11 +137,14 @@ class TitleNamer(pt.Transformer):
     :param min_similarity: the least :func:`title_similarity` that maps a name to a book.
     :param prompt: prompt name (``prompts/<name>.txt``); ``{num_titles}`` in it is filled in.
     :param max_query_chars: query characters sent to the LLM.
+    :param constrained: decode the list under a trie of the corpus' titles (``llm`` is then a causal
+        :class:`~pyterrier_tot.generative.backbones.Backbone`; see the module docstring).
+    :param max_query_tokens: in constrained mode, the request is cut to this many of the LM's tokens.
     """
 
     def __init__(self, llm, index, num_titles: int = 10, candidates: int = 10, min_similarity: float = 0.8,
                  prompt: str = "title_namer", prompt_dir: Union[str, Path, None] = None, max_query_chars: int = 6000,
-                 max_tokens: Optional[int] = None):
+                 max_tokens: Optional[int] = None, constrained: bool = False, max_query_tokens: int = 384):
         if int(num_titles) < 1:
             raise ValueError(f"num_titles must be >= 1, not {num_titles}")
         if int(candidates) < 1:
@@ -147,10 +158,25 @@ class TitleNamer(pt.Transformer):
         self.max_query_chars = int(max_query_chars)
         # about 12 tokens a title; the client's default budget would cut a long list
         self.max_tokens = int(max_tokens) if max_tokens else 16 * self.num_titles + 32
-        self._lookup = index.bm25(fields=("title",), num_results=self.candidates)
+        self.constrained, self.max_query_tokens = bool(constrained), int(max_query_tokens)
+        if self.constrained:
+            self._constrain(llm, index)
+        else:
+            self._lookup = index.bm25(fields=("title",), num_results=self.candidates)
         self._titles = index.corpus.set_index("docno")["title"].astype(str)
         self._aliases = self._alias_map(index.corpus)
         self.failures = self.unmatched = self.named = self.empty_results = 0
+
+    def _constrain(self, llm, index) -> None:
+        from pyterrier_tot.generative.backbones import CAUSAL, Backbone
+        from pyterrier_tot.generative.genre import PromptedBackbone, line_trie, title_ids
+
+        if not isinstance(llm, Backbone) or llm.kind != CAUSAL:
+            raise TypeError("TitleNamer(constrained=True) decodes in process: pass a causal LM backbone "
+                            "(pyterrier_tot.generative.smollm2() or gguf_lm(path)), not "
+                            f"{type(llm).__name__}; an LLM behind an HTTP API cannot be constrained here")
+        self._lm = PromptedBackbone(llm, self.prompt, fill={"num_titles": self.num_titles})
+        self._lines, self._line_docnos = line_trie(self._lm, title_ids(index.corpus))
 
     @staticmethod
     def _alias_map(corpus: pd.DataFrame) -> Dict[str, List[str]]:
@@ -222,6 +248,8 @@ class TitleNamer(pt.Transformer):
 
     def _name(self, queries: pd.DataFrame) -> Tuple[pd.DataFrame, List]:
         """(qid, docno, score) of the books the LLM names for each query, and the qids whose request failed."""
+        if self.constrained:
+            return self._name_constrained(queries), []
         answers = self.llm.chat_many([self._messages(q) for q in queries["query"]],
                                      prompt_version=self.prompt.version, desc="TitleNamer",
                                      max_tokens=self.max_tokens)
@@ -246,6 +274,18 @@ class TitleNamer(pt.Transformer):
                           f"{[str(q) for q in failed[:5]]}", stacklevel=3)
         return pd.DataFrame(rows, columns=["qid", "docno", "score"]), failed
 
+    def _name_constrained(self, queries: pd.DataFrame) -> pd.DataFrame:
+        from pyterrier_tot.generative.genre import name_titles
+
+        rows = []
+        for qid, query in pt.tqdm(list(zip(queries["qid"], queries["query"])), desc="TitleNamer (constrained)",
+                                  disable=len(queries) < 5, mininterval=10):
+            src = self._lm.source_ids(str(query), self.max_query_tokens)
+            for rank, line in enumerate(name_titles(self._lm, [src], self._lines, self.num_titles)[0]):
+                self.named += 1
+                rows += [(qid, docno, float(self.num_titles - rank)) for docno in self._line_docnos[line]]
+        return pd.DataFrame(rows, columns=["qid", "docno", "score"])
+
     def __repr__(self):
-        return (f"TitleNamer({self.llm!r}, {self.index.name!r}, num_titles={self.num_titles}, "
-                f"min_similarity={self.min_similarity})")
+        mode = ", constrained=True" if self.constrained else f", min_similarity={self.min_similarity}"
+        return f"TitleNamer({self.llm!r}, {self.index.name!r}, num_titles={self.num_titles}{mode})"
