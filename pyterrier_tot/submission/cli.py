@@ -5,6 +5,7 @@
     pyterrier-tot validate-run run.txt [--config CONFIG | --topics FILE] [--corpus JSONL | --index DIR]
     pyterrier-tot evaluate run.txt [...] (--config CONFIG | --qrels FILE)
     pyterrier-tot experiment A.toml B.toml ... --output-dir DIR
+    pyterrier-tot ask --index DIR                    find a book by answering clarification questions
 
 Exit status: 0 done, 1 the run file breaks a rule, 2 a bad config, input or argument.
 """
@@ -215,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--split", help="dataset split instead of the configs'")
     s.add_argument("--batch-size", type=int, default=None, help="queries per pt.Experiment batch")
     s.set_defaults(func=cmd_experiment)
+
+    from pyterrier_tot.clarinet.interactive import add_ask_parser
+    add_ask_parser(sub)
     return p
 
 
