@@ -53,7 +53,7 @@ def turn_table(games: Dict[str, object], topics: pd.DataFrame, qrels: pd.DataFra
 def paired(a: pd.Series, b: pd.Series) -> dict:
     """``a`` against ``b`` (per-query values indexed by qid, paired on the qids they share): means, mean
     difference, how many queries are better / worse, the paired t-test and the Wilcoxon signed-rank p-values
-    (1.0 when every difference is zero)."""
+    (1.0 when every difference is zero; the t-test's NaN when every difference is the same non-zero number)."""
     from scipy import stats
 
     both = pd.concat([a.rename("a"), b.rename("b")], axis=1, join="inner").dropna()
@@ -63,8 +63,8 @@ def paired(a: pd.Series, b: pd.Series) -> dict:
            "diff": float(d.mean()) if len(d) else float("nan"), "better": int((d > 1e-12).sum()),
            "worse": int((d < -1e-12).sum()), "p_t": 1.0, "p_wilcoxon": 1.0}
     if len(d) > 1 and np.any(np.abs(d) > 1e-12):
-        if np.std(d) > 0:
-            out["p_t"] = float(stats.ttest_rel(both["a"], both["b"]).pvalue)
+        # every query moved by the same amount: the t statistic is undefined
+        out["p_t"] = float(stats.ttest_rel(both["a"], both["b"]).pvalue) if np.std(d) > 0 else float("nan")
         out["p_wilcoxon"] = float(stats.wilcoxon(d).pvalue)
     return out
 
