@@ -38,12 +38,12 @@ def update_belief(posterior, retrieve, state: pd.DataFrame, res: pd.DataFrame, q
         state["query"] = rewritten["query"].tolist()
         return retrieve(rewritten)
     asked = {qid: (q, a) for qid, q, a in zip(state["qid"], questions, answers)}
-    parts = []
-    for qid, g in res.sort_values(["qid", "rank"]).groupby("qid", sort=False):
-        post = posterior.update(qid, g["docno"].tolist(), g["prob"].to_numpy(float), *asked[qid])
-        parts.append(g.assign(prob=post, score=post))
-    if not parts:
+    groups = [(qid, g) for qid, g in res.sort_values(["qid", "rank"]).groupby("qid", sort=False)]
+    if not groups:
         return res
+    posts = posterior.update_many([(qid, g["docno"].tolist(), g["prob"].to_numpy(float), *asked[qid])
+                                   for qid, g in groups])
+    parts = [g.assign(prob=post, score=post) for (_, g), post in zip(groups, posts)]
     return add_ranks(pd.concat(parts, ignore_index=True).drop(columns=["rank"]))
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Sequence, Union
+from typing import List, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -119,27 +119,43 @@ class ExplicitPosterior:
         softmax([0.0], tau)  # checks tau now
         self.scorer, self.tau, self.negative = scorer, float(tau), negative
 
-    def _scores(self, qid: str, docnos: Sequence[str], text: str) -> np.ndarray:
-        frame = pd.DataFrame({"qid": str(qid), "query": text, "docno": list(docnos)})
-        scored = self.scorer(frame.assign(score=0.0, rank=np.arange(len(frame))))
-        scores = scored.set_index("docno")["score"].reindex(list(docnos)).fillna(scored["score"].min())
-        return scores.to_numpy(float)
+    def likelihoods(self, items: Sequence[Tuple[str, Sequence[str], str, str]]) -> List[np.ndarray]:
+        """``p(answer | question, y)`` for each candidate, up to a constant (uniform when the answer says nothing),
+        for many ``(qid, docnos, question, answer)`` at once: one scorer call for all of them."""
+        readings = [read_answer(q, a) for _, _, q, a in items]
+        use = [i for i, (r, it) in enumerate(zip(readings, items)) if len(it[1]) and (
+            r.kind == "positive" or (r.kind == "negative" and self.negative == "invert"))]
+        out = [np.full(len(it[1]), 1.0 / max(len(it[1]), 1)) for it in items]
+        if not use:
+            return out
+        frame = pd.DataFrame([{"qid": f"{items[i][0]}#{i}", "query": readings[i].evidence, "docno": str(d)}
+                              for i in use for d in items[i][1]])
+        frame["score"], frame["rank"] = 0.0, frame.groupby("qid").cumcount()
+        scored = self.scorer(frame)
+        for i in use:
+            docnos = [str(d) for d in items[i][1]]
+            g = scored[scored["qid"] == f"{items[i][0]}#{i}"].set_index("docno")["score"]
+            s = g.reindex(docnos).fillna(g.min() if len(g) else 0.0).to_numpy(float)
+            out[i] = softmax(-s if readings[i].kind == "negative" else s, self.tau)
+        return out
 
     def likelihood(self, qid: str, docnos: Sequence[str], question: str, answer: str) -> np.ndarray:
         """``p(answer | question, y)`` for each candidate, up to a constant (uniform when it says nothing)."""
-        r = read_answer(question, answer)
-        n = len(docnos)
-        if r.kind == "null" or (r.kind == "negative" and self.negative == "ignore") or n == 0:
-            return np.full(n, 1.0 / max(n, 1))
-        s = self._scores(qid, docnos, r.evidence)
-        return softmax(-s if r.kind == "negative" else s, self.tau)
+        return self.likelihoods([(qid, docnos, question, answer)])[0]
+
+    def update_many(self, items: Sequence[Tuple[str, Sequence[str], np.ndarray, str, str]]) -> List[np.ndarray]:
+        """:meth:`update` for many ``(qid, docnos, prior, question, answer)`` (one scorer call)."""
+        liks = self.likelihoods([(q, d, qu, a) for q, d, _, qu, a in items])
+        out = []
+        for (_, _, prior, _, _), lik in zip(items, liks):
+            prior = np.asarray(prior, dtype=float)
+            post = prior * lik
+            out.append(post / post.sum() if post.sum() > 0 else prior)
+        return out
 
     def update(self, qid: str, docnos: Sequence[str], prior, question: str, answer: str) -> np.ndarray:
         """The belief after ``answer`` to ``question``: prior × likelihood, normalised."""
-        prior = np.asarray(prior, dtype=float)
-        post = prior * self.likelihood(qid, docnos, question, answer)
-        total = post.sum()
-        return post / total if total > 0 else prior
+        return self.update_many([(qid, docnos, prior, question, answer)])[0]
 
     def __repr__(self):
         return f"ExplicitPosterior({self.scorer!r}, tau={self.tau}, negative={self.negative!r})"
