@@ -1,4 +1,4 @@
-"""What an answer to a clarification question says, before any posterior uses it.
+"""What an answer to a clarification question says, before any posterior uses it::
 
     read_answer("Was there a dragon?", "I don't remember.")     # Reading('null', '')
     read_answer("Was there a dragon?", "No.")                   # Reading('negative', 'Was there a dragon?')

@@ -1,5 +1,5 @@
 """The clarification game: T turns of question, simulated answer and posterior update per query, with the
-results of every turn as a frame ``pt.Experiment`` can score.
+results of every turn as a frame ``pt.Experiment`` can score::
 
     game = ClarificationGame(retriever, clarifier, OracleUser(index, encode), qrels, turns=3)
     record = game.play(topics)              # transcript + result frames of turns 0..3 (0: the initial query)

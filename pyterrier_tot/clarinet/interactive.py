@@ -1,4 +1,4 @@
-"""A person plays: :func:`interactive_search` asks *you* the clarification questions, in Jupyter or a terminal.
+"""A person plays: :func:`interactive_search` asks *you* the clarification questions, in Jupyter or a terminal::
 
     session = ptt.interactive_search(index.bm25(), index)      # asks for your description, then loops
     session.transcript                                          # turn, question, answer, query, shown, found

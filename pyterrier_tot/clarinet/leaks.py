@@ -1,6 +1,6 @@
 """The leak check shared by the question generator and the simulated users: no text may name a book (its title)
 or one of its characters (a proper name used at least twice in its description). Places and common capitalised
-words are not names: "set in London" and "a Victorian boarding School" pass.
+words are not names: "set in London" and "a Victorian boarding School" pass::
 
     stats = NameStats.of(index)                       # corpus statistics, computed once per index
     names = forbidden(title, description, stats=stats)

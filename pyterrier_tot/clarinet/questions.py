@@ -1,4 +1,4 @@
-"""Question generation: the :class:`Clarifier` asks the next clarification question of each query.
+"""Question generation: the :class:`Clarifier` asks the next clarification question of each query::
 
     clarifier = Clarifier(llm, index, retriever=index.dense(model) % 10, pool_size=20, selection=selection("eig"),
                           answerer=OracleUser(index, encode), encoder=encode)

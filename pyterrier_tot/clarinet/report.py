@@ -1,5 +1,5 @@
 """Scoring clarification games: per-turn tables, per-query differences with significance, and the per-turn plot.
-Every number comes from ``pt.Experiment`` (ir_measures ``RR`` and ``Success@1``) over ``game.turn(t)``.
+Every number comes from ``pt.Experiment`` (ir_measures ``RR`` and ``Success@1``) over ``game.turn(t)``::
 
     table = turn_table({"oracle": game}, topics, qrels)         # name, turn, MRR, top1, cum_top1, n
     perq = per_query({"oracle": game}, topics, qrels)           # name, qid, turn, RR, top1

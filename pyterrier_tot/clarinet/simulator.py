@@ -11,6 +11,8 @@
 - :class:`ConstantUser` (a control): the same answer to everything, e.g. "I don't remember." or "No.".
 - :class:`WrongBookUser` (a control): another user answering about a different book than the one sought.
 
+Example::
+
     sim = OracleUser(index, encoder=encode)
     sim.answer(["Where was it set?"], ["3264295"])       # -> ['a racially divided small town, ...']
 """
