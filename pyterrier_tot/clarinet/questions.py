@@ -230,8 +230,6 @@ class Clarifier(pt.Transformer):
     def _given(self, qid: str) -> List[str]:
         if isinstance(self.pool, dict):
             return list(self.pool.get(qid, self.pool.get(str(qid), [])))
-        if callable(self.pool):
-            return list(self.pool(qid))
         return list(self.pool)
 
     def pools(self, rows: List[dict], cands: Dict[str, Candidates]) -> Tuple[List[List[str]], List[str]]:
@@ -304,6 +302,7 @@ class Clarifier(pt.Transformer):
         return out
 
     def __repr__(self):
-        source = repr(self.llm) if self.llm is not None else f"pool of {len(self.pool)}"
+        source = repr(self.llm) if self.llm is not None else (
+            f"pools for {len(self.pool)} queries" if isinstance(self.pool, dict) else f"pool of {len(self.pool)}")
         return (f"Clarifier({source}, retriever={self.retriever!r}, pool_size={self.pool_size}, "
                 f"selection={self.selection!r})")
