@@ -7,8 +7,8 @@
 
 Non-LLM conditions: generic questions asked in order, answered by the deterministic oracle (the gold
 description's sentence most similar to the question, names removed, 8 words), by the oracle about a wrong book,
-or uninformatively ("I don't remember.", "No."), each with the language posterior (default: the request
-followed by the informative answers) and the explicit posterior; random / EIG / KL selection over the generic
+or uninformatively ("I don't remember.", "No."), each with the language posterior (default: the informative
+answers, then the request) and the explicit posterior; random / EIG / KL selection over the generic
 pool (kernel likelihoods, the oracle playing each candidate). LLM conditions (``--llm-n`` validation queries):
 the LLM's question pools (``--pool`` questions sampled at T = 0.8, deduplicated by meaning), answered by the LLM
 user with the LLM language posterior (the paper's loop), or by the oracle; random / EIG / KL over each query's
@@ -124,9 +124,17 @@ def phase_tune(env, payload):
     games["explicit invert, No."] = env.game("x", qrels, ConstantUser("No."), ExplicitPosterior(
         env.scorer, 0.3, negative="invert"))
     for w in (4, 8, 16):
-        games[f"language append, oracle {w} words"] = env.game("x", qrels, OracleUser(env.index, env.encode, w))
-    payload["tuning"] = {"n": len(topics), "games": {}}
-    run_games(games, topics, qrels, payload["tuning"], "games")
+        games[f"language append, oracle {w} words"] = env.game("x", qrels, OracleUser(env.index, env.encode, w),
+                                                                LanguagePosterior(combine="append"))
+    wrong = WrongBookUser(env.oracle, env.index)
+    games.update({f"explicit tau={t}, wrong book": env.game("x", qrels, wrong, ExplicitPosterior(env.scorer, t))
+                  for t in TAUS})
+    games.update({f"language {c}, wrong book": env.game("x", qrels, wrong, LanguagePosterior(combine=c))
+                  for c in ("append", "prepend", "replace")})
+    sec = payload.setdefault("tuning", {"games": {}})
+    sec["n"] = len(topics)
+    todo = {k: g for k, g in games.items() if k not in sec["games"]}  # a rerun plays only what is new
+    run_games(todo, topics, qrels, sec, "games")
 
 
 def phase_nonllm(env, payload, n):
@@ -145,6 +153,7 @@ def phase_nonllm(env, payload, n):
                                                                    ExplicitPosterior(env.scorer, 0.05))
     games["generic + oracle + language replace (paper)"] = env.game("x", qrels, env.oracle,
                                                                     LanguagePosterior(combine="replace"))
+    games["generic + oracle + language append"] = env.game("x", qrels, env.oracle, LanguagePosterior(combine="append"))
     for rule in ("random", "eig", "kl"):
         for post, p in (("language", None), ("explicit", expl)):
             games[f"pool24 {rule} + oracle + {post}"] = env.game(rule, qrels, env.oracle, p,
@@ -221,7 +230,7 @@ def phase_llm(env, payload, args):
             timed(f"LLM pool {rule} + oracle + language", lambda r=rule: env.game(r, qrels, env.oracle, None,
                                                                                     clar(r, cached)))
         timed("LLM pools + random + oracle + language", lambda: env.game("x", qrels, env.oracle, None, clar()))
-        timed("LLM pools + random + LLM user + LLM language (append)", lambda: env.game(
+        timed("LLM pools + random + LLM user + LLM language", lambda: env.game(
             "x", qrels, UserSimulator(llm, env.index, max_tokens=40), LanguagePosterior(llm, max_tokens=80), clar()))
         for rule in ("eig", "kl"):
             timed(f"LLM pool {rule} (LLM log-probs) + oracle + language",

@@ -92,13 +92,15 @@ def test_uninformative_answers_do_not_lower_mrr_in_a_game(index, answer):
 # -- (b) the language posterior ---------------------------------------------------------------------------------------
 def test_the_language_posterior_conditions_on_the_request_by_default():
     frame = TOPICS.assign(history=[[("Was there a dragon?", "Yes, a red one.")], [("Was it scary?", "No idea.")]])
-    out = LanguagePosterior()(frame)  # no LLM: the request followed by the informative answers
-    assert out.loc[0, "query"] == f"{TOPICS.loc[0, 'query']} Was there a dragon? Yes, a red one."
+    out = LanguagePosterior()(frame)  # no LLM: the informative answers, then the whole request
+    assert out.loc[0, "query"] == f"Was there a dragon? Yes, a red one. {TOPICS.loc[0, 'query']}"
     assert out.loc[1, "query"] == TOPICS.loc[1, "query"]  # "No idea." adds nothing
+    appended = LanguagePosterior(combine="append")(frame)
+    assert appended.loc[0, "query"] == f"{TOPICS.loc[0, 'query']} Was there a dragon? Yes, a red one."
     with OpenAIStub(lambda m: "A fantasy about a red dragon.") as stub:
         llm = stub_llm(stub, False)
         out = LanguagePosterior(llm)(frame)
-        assert out.loc[0, "query"] == f"{TOPICS.loc[0, 'query']} A fantasy about a red dragon."
+        assert out.loc[0, "query"] == f"A fantasy about a red dragon. {TOPICS.loc[0, 'query']}"
         assert stub.requests == 1  # the row with only a null answer costs no call
         assert LanguagePosterior(llm, combine="replace")(frame).loc[0, "query"] == "A fantasy about a red dragon."
 

@@ -179,10 +179,10 @@ def test_language_posterior_rewrites_with_the_history_and_keeps_query_0(setup):
     out = LanguagePosterior(llm)(frame)  # conditions on the request by default
     assert out["query_0"].tolist() == TOPICS["query"].tolist()
     rewrite = "A fantasy book about a young blacksmith and a dragon."
-    assert out.loc[0, "query"] == f"{TOPICS.loc[0, 'query']} {rewrite}"
+    assert out.loc[0, "query"] == f"{rewrite} {TOPICS.loc[0, 'query']}"
     assert out.loc[1, "query"] == TOPICS.loc[1, "query"]  # no turns yet: unchanged
     assert LanguagePosterior(llm, combine="replace")(frame).loc[0, "query"] == rewrite  # the paper's option
-    assert LanguagePosterior(llm, combine="prepend")(frame).loc[0, "query"].startswith(rewrite)
+    assert LanguagePosterior(llm, combine="append")(frame).loc[0, "query"] == f"{TOPICS.loc[0, 'query']} {rewrite}"
 
 
 @pytest.mark.parametrize("mode", ["language", "explicit"])
@@ -200,8 +200,8 @@ def test_a_two_turn_game_records_history_results_and_replays_for_free(setup, mod
         assert asked["question"].notna().all() and asked["question"].nunique() == 2  # never the same twice
         assert all(not leaked(str(x), forbidden(title)) for x in asked[["question", "answer"]].values.ravel())
     if mode == "language":
-        assert tr.loc[tr["turn"] == 2, "query"].str.endswith("A fantasy book about a young blacksmith and a "
-                                                             "dragon.").all()
+        assert tr.loc[tr["turn"] == 2, "query"].str.startswith("A fantasy book about a young blacksmith and a "
+                                                               "dragon.").all()
     for t in range(3):
         res = game.results(t)
         assert set(res["qid"]) == {"q1", "q2"} and {"docno", "score", "rank"} <= set(res.columns)

@@ -52,7 +52,7 @@ def test_interactive_search_asks_shows_titles_and_stops_when_the_book_is_found(i
     assert tr["turn"].tolist() == [0, 1] and tr.loc[1, "answer"] == LIGHTHOUSE
     assert tr.loc[1, "question"] == prompts[2].splitlines()[0]  # the question the person was asked
     assert tr.loc[1, "shown"][0] == "b5" and tr.loc[1, "found"] == "b5"
-    assert tr.loc[1, "query"].startswith(REQUEST) and LIGHTHOUSE in tr.loc[1, "query"]
+    assert tr.loc[1, "query"].endswith(REQUEST) and LIGHTHOUSE in tr.loc[1, "query"]
     assert any("The Haunted Lighthouse (Fay Lorne, 2001)" in s for s in said) and said[-1].startswith("Found")
 
 

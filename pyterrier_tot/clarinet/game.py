@@ -8,8 +8,8 @@ results of every turn as a frame ``pt.Experiment`` can score::
 
 Turn 0 is the retriever on the initial query. Each later turn the clarifier asks one question given the
 current belief (the top candidates of the last turn), the simulated user answers about the gold book (the first
-relevant docno of the qrels), and the posterior moves: the language posterior (the default: the request followed
-by the informative answers, no LLM) re-retrieves with the new query; the explicit posterior re-weights the turn-0
+relevant docno of the qrels), and the posterior moves: the language posterior (the default: the informative answers,
+then the request, no LLM) re-retrieves with the new query; the explicit posterior re-weights the turn-0
 candidates (its results are those ``k`` books, scored by their probability). Games are played once per qid and
 kept (``game.turn(t)`` reuses them), and every LLM call is cached by the LLM layer, so replaying a game costs
 nothing. The user is any object with ``answer(questions, docnos)``: an :class:`OracleUser`, a

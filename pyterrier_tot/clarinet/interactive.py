@@ -6,7 +6,7 @@
 Each turn shows the current top titles and asks whether the book is among them (its number ends the search);
 an empty reply asks the next question, ``q`` stops. Questions come from any :class:`Clarifier` (an LLM's pool
 with random / EIG / KL selection), by default the generic pool in order, so no LLM is needed. Answers go through
-the same posteriors as simulated games (default: the request followed by your informative answers; "I don't
+the same posteriors as simulated games (default: your informative answers, then the request; "I don't
 remember" changes nothing). :class:`HumanUser` is the person as a game's user, for a
 :class:`ClarificationGame` played by hand. Reading goes through ``input()``, which Jupyter turns into a text box;
 both ``input`` and ``output`` can be replaced (scripted tests, other front ends).
@@ -154,7 +154,7 @@ def add_ask_parser(sub) -> None:
     s.add_argument("--turns", type=int, default=5, help="at most this many questions (default 5)")
     s.add_argument("--show", type=int, default=5, help="titles shown each turn (default 5)")
     s.add_argument("--posterior", choices=["language", "explicit"], default="language",
-                   help="language: the request followed by your answers (default); explicit: Bayes' rule")
+                   help="language: your answers, then the request (default); explicit: Bayes' rule")
     s.add_argument("--llm-model", help="an OpenAI-compatible model that writes the questions (default: generic "
                                        "questions, no LLM)")
     s.add_argument("--base-url", help="the LLM server's URL (with --llm-model)")

@@ -3,11 +3,12 @@
 "No." is never read as evidence *for* what the question named.
 
 - :class:`LanguagePosterior` (CLARINET's): the request and the answers become the next search query. By default
-  it *conditions* on the request (``combine="append"``: the request, then the new text); ``combine="replace"``
-  is the paper's option (the LLM's description alone), ``"prepend"`` puts the new text first (a query encoder
-  that truncates long requests keeps it). With an ``llm``, the new text is the LLM's condensed description of
-  the request and the informative answers; without one (``llm=None``), it is the informative answers' text
-  itself: no LLM, no cost. A query rewriter: the request stays in ``query_0``.
+  it *conditions* on the request: ``combine="prepend"`` puts the new text first and keeps the whole request after
+  it (on the tuning slice it beat ``"append"``, MRR after 3 oracle answers .737 against .645: a query encoder cuts
+  long requests, 256 word pieces for MiniLM, and with them anything appended); ``"append"`` puts it after the
+  request; ``"replace"`` is the paper's option (the new text alone, .612). With an ``llm``, the new text is the
+  LLM's condensed description of the request and the informative answers; without one (``llm=None``), it is the
+  informative answers' text itself: no LLM, no cost. A query rewriter: the request stays in ``query_0``.
 - :class:`ExplicitPosterior` (the baseline): Bayes' rule over the candidates,
   ``p_t(y) ∝ p(a_t | q_t, y) p_{t-1}(y)``, with the answer likelihood ``exp(s(evidence, y) / tau)`` from a
   retriever's scorer ``s`` (e.g. the dense cosine of the question and answer against the book). ``tau`` sets
@@ -34,7 +35,7 @@ from pyterrier_tot.clarinet.simulator import clean_answer
 from pyterrier_tot.llm.templates import load_prompt
 from pyterrier_tot.policy import check_query_frame
 
-COMBINE = ("append", "prepend", "replace")
+COMBINE = ("prepend", "append", "replace")
 #: The explicit posterior's answer temperature, chosen on the tuning slice (``benchmarks/clarification.py --tune``).
 DEFAULT_TAU = 0.3
 
@@ -56,7 +57,7 @@ class LanguagePosterior(pt.Transformer):
     rewrite falls back to the request followed by the answers (warning, ``.failures``). See the module doc for
     ``combine``."""
 
-    def __init__(self, llm=None, combine: str = "append", query_chars: int = 1500, max_tokens: int = 120,
+    def __init__(self, llm=None, combine: str = "prepend", query_chars: int = 1500, max_tokens: int = 120,
                  prompt_dir: Union[str, Path, None] = None):
         if combine not in COMBINE:
             raise ValueError(f"combine must be one of {COMBINE}, not {combine!r}")
