@@ -49,6 +49,7 @@ from pyterrier_tot.clarinet import (  # noqa: E402
     per_query,
     turn_table,
 )
+from pyterrier_tot.clarinet.posterior import DEFAULT_TAU  # noqa: E402
 from pyterrier_tot.decomposition import recipe  # noqa: E402
 from pyterrier_tot.models import load_sentence_transformer  # noqa: E402
 
@@ -135,12 +136,35 @@ def phase_tune(env, payload):
     sec["n"] = len(topics)
     todo = {k: g for k, g in games.items() if k not in sec["games"]}  # a rerun plays only what is new
     run_games(todo, topics, qrels, sec, "games")
+    sec["chosen"] = choose(sec["games"])
+    print("chosen on the tuning slice:", sec["chosen"], flush=True)
+
+
+def last_mrr(game_record):
+    t = pd.DataFrame(game_record["table"])
+    return float(t.loc[t["turn"].idxmax(), "MRR"])
+
+
+def choose(games):
+    """The rule: the setting with the best mean MRR after 3 turns over oracle answers and wrong-book answers (a
+    person's answers are neither all right nor all wrong; the choice must gain from the one and lose little to
+    the other)."""
+    score = {t: (last_mrr(games[f"explicit tau={t}"]) + last_mrr(games[f"explicit tau={t}, wrong book"])) / 2
+             for t in TAUS if f"explicit tau={t}, wrong book" in games}
+    comb = {c: (last_mrr(games[f"language {c}"]) + last_mrr(games[f"language {c}, wrong book"])) / 2
+            for c in ("append", "prepend", "replace") if f"language {c}, wrong book" in games}
+    return {"tau": max(score, key=score.get) if score else None, "tau_scores": score,
+            "combine": max(comb, key=comb.get) if comb else None, "combine_scores": comb}
 
 
 def phase_nonllm(env, payload, n):
     topics = env.ds.get_topics("validation").head(n)
     qrels = env.ds.get_qrels("validation")
-    expl = ExplicitPosterior(env.scorer)
+    tau = payload.get("tuning", {}).get("chosen", {}).get("tau") or DEFAULT_TAU
+    if tau != DEFAULT_TAU:
+        print(f"note: the tuning slice chose tau={tau}; the library default is {DEFAULT_TAU}", flush=True)
+    payload["nonllm_tau"] = tau
+    expl = ExplicitPosterior(env.scorer, tau)
     wrong = WrongBookUser(env.oracle, env.index)
     games = {}
     for label, user in (("oracle", env.oracle), ("wrong book", wrong), ("I don't remember.", ConstantUser()),
@@ -148,7 +172,7 @@ def phase_nonllm(env, payload, n):
         games[f"generic + {label} + language"] = env.game(label, qrels, user)
         games[f"generic + {label} + explicit"] = env.game(label, qrels, user, expl)
     games["generic + No. + explicit (invert)"] = env.game("x", qrels, ConstantUser("No."),
-                                                          ExplicitPosterior(env.scorer, negative="invert"))
+                                                          ExplicitPosterior(env.scorer, tau, negative="invert"))
     games["generic + oracle + explicit tau=0.05 (old)"] = env.game("x", qrels, env.oracle,
                                                                    ExplicitPosterior(env.scorer, 0.05))
     games["generic + oracle + language replace (paper)"] = env.game("x", qrels, env.oracle,
@@ -287,7 +311,12 @@ def write(payload):
         md += paper_table(payload)
     tune = payload.get("tuning", {})
     if tune.get("games"):
-        md += section_md("Tuning slice (training queries): how the defaults were chosen", tune, "")
+        ch = tune.get("chosen", {})
+        md += section_md("Tuning slice (training queries): how the defaults were chosen", tune,
+                         "The rule: the best mean MRR after 3 turns over oracle answers and wrong-book answers. "
+                         f"Chosen: explicit posterior tau = {ch.get('tau')} (scores {ch.get('tau_scores')}); "
+                         f"language posterior combine = {ch.get('combine')!r} (scores {ch.get('combine_scores')}). "
+                         f"The non-LLM validation phase ran with tau = {payload.get('nonllm_tau')}.")
     _common.write_results(NAME, payload, "\n".join(md))
     plot(payload)
 
@@ -375,7 +404,7 @@ def main():
     args = ap.parse_args()
     previous = _common.RESULTS / f"{NAME}.json"
     payload = json.loads(previous.read_text()) if previous.is_file() else {}
-    payload = {k: v for k, v in payload.items() if k in ("tuning", "nonllm", "llm", "seconds")}
+    payload = {k: v for k, v in payload.items() if k in ("tuning", "nonllm", "llm", "seconds", "nonllm_tau")}
     if args.phase == "report":
         return write(payload)
     import torch
