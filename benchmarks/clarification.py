@@ -1,19 +1,23 @@
-"""CLARINET clarification games on a Reddit-TOMT (Books) validation subset over the fine-tuned dense retriever:
-random, EIG and KL selection from a generated question pool and the distilled CLARINET generator, each with the
-language posterior and with the explicit posterior, beside turn-0 retrieval and the paper's Table 1.
+"""CLARINET clarification games on Reddit-TOMT (Books) over the recipe's fine-tuned MiniLM (top 100).
 
-    .venv/bin/python benchmarks/clarification.py [--n 12] [--turns 3] [--pool 5] [--utility-k 3]
-                                                 [--train-queries 12] [--train-turns 2] [--gen-steps 10]
+    python benchmarks/clarification.py --phase tune      # tuning slice: the explicit posterior's tau, combine
+    python benchmarks/clarification.py --phase nonllm    # all 233 validation queries x 3 turns, no LLM
+    python benchmarks/clarification.py --phase llm --gguf PATH [--llm-n 50] [--pool 20]   # or --model/--base-url
+    python benchmarks/clarification.py --phase report    # rewrite the markdown and plot from the JSON
 
-The LLM is SmolLM2-135M-Instruct through ``LlamaServer`` (1 CPU thread). Every LLM call is cached
-(``$PYTERRIER_TOT_CACHE/llm_cache.sqlite3``), so a rerun replays the games for free. The generator is trained on
-games over the first ``--train-queries`` queries of ``recipe.tuning_split`` (training queries the retriever was
-not fine-tuned on); validation is only played. Every number comes from ``pt.Experiment`` (ir_measures).
+Non-LLM conditions: generic questions asked in order, answered by the deterministic oracle (the gold
+description's sentence most similar to the question, names removed, 8 words), by the oracle about a wrong book,
+or uninformatively ("I don't remember.", "No."), each with the language posterior (default: the informative
+answers, then the request) and the explicit posterior; random / EIG / KL selection over the generic
+pool (kernel likelihoods, the oracle playing each candidate). LLM conditions (``--llm-n`` validation queries):
+the LLM's question pools (``--pool`` questions sampled at T = 0.8, deduplicated by meaning), answered by the LLM
+user with the LLM language posterior (the paper's loop), or by the oracle; random / EIG / KL over each query's
+turn-1 LLM pool, EIG / KL with the LLM's log-prob likelihoods. Every number comes from ``pt.Experiment``; every
+LLM answer is cached, so a rerun replays for free. Phases merge into one JSON.
 """
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -22,252 +26,402 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402  (sets HF_HUB_OFFLINE)
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot._util import cache_dir  # noqa: E402
 from pyterrier_tot.clarinet import (  # noqa: E402
+    GENERIC_QUESTIONS,
     ClarificationGame,
     Clarifier,
+    ConstantUser,
     ExplicitPosterior,
+    FirstSelection,
     LanguagePosterior,
+    LLMLikelihood,
+    OracleUser,
     RandomSelection,
     UserSimulator,
     UtilitySelection,
-    plot_turns,
+    WrongBookUser,
+    compare,
+    paired_table,
+    per_query,
     turn_table,
 )
-from pyterrier_tot.clarinet.generator import (  # noqa: E402
-    QuestionGenerator,
-    collect_questions,
-    rank_gain,
-    train_generator,
-)
+from pyterrier_tot.clarinet.posterior import DEFAULT_TAU  # noqa: E402
 from pyterrier_tot.decomposition import recipe  # noqa: E402
 from pyterrier_tot.models import load_sentence_transformer  # noqa: E402
 
 warnings.filterwarnings("ignore")
 NAME = "clarification"
-#: The paper's Table 1 (Reddit-TOMT Books, 10 turns): MRR, top-1, cumulative top-1.
-ANCHOR = {"random + language posterior": (0.5118, 0.4219, 0.6496),
-          "random + explicit posterior": (0.3694, 0.2739, 0.5838),
-          "EIG": (0.5709, 0.4893, 0.6786), "KL": (0.5806, 0.5000, 0.7766), "CLARINET (delta)": (0.6590, 0.5853, 0.7640)}
-QUERY_CHARS, DESCRIPTION_CHARS = 800, 200  # what the question prompt shows (the generator's sequence budget)
+GENERIC3 = GENERIC_QUESTIONS[:3]
+TAUS = (0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
+#: The paper's Table 1 (its Reddit-TOMT Books split, 10 turns, gpt-3.5 user): MRR, top-1, cumulative top-1.
+ANCHOR = {"Random (language posterior)": (0.5118, 0.4219, 0.6496), "Random (explicit posterior)": (0.3694, 0.2739,
+          0.5838), "EIG": (0.5709, 0.4893, 0.6786), "KL": (0.5806, 0.5000, 0.7766),
+          "Clarinet (delta)": (0.6590, 0.5853, 0.7640)}
+
+
+class Env:
+    def __init__(self):
+        self.ds = ptt.get_dataset("reddit-tomt-books")
+        self.index = ptt.BookIndex(self.ds)
+        ft = recipe.fine_tuned_base(self.ds, train=False)
+        if ft is None:
+            sys.exit("the fine-tuned base retriever is not cached: run benchmarks/decomposition_pipeline.py")
+        self.ft = ft
+        self.retriever = self.index.dense(ft, num_results=100)
+        self.scorer = self.index.dense_scorer(ft)
+        st = load_sentence_transformer(ft)
+        self._memo = {}
+
+        def encode(texts):
+            texts = list(texts)
+            new = [t for t in dict.fromkeys(texts) if t not in self._memo]
+            if new:
+                self._memo.update(zip(new, st.encode(new, batch_size=64, normalize_embeddings=True,
+                                                     show_progress_bar=False)))
+            return np.vstack([self._memo[t] for t in texts]) if texts else np.zeros((0, 384))
+
+        self.encode = encode
+        self.oracle = OracleUser(self.index, encode, words=8)
+
+    def game(self, name, qrels, user, posterior=None, clarifier=None, turns=3):
+        clarifier = clarifier or Clarifier(None, self.index, pool=GENERIC3, selection=FirstSelection())
+        return ClarificationGame(self.retriever, clarifier, user, qrels, turns=turns, posterior=posterior, k=100,
+                                 name=name, index=self.index, verbose=False)
+
+    def utility(self, rule, pool, likelihood=None, k=5):
+        sel = RandomSelection() if rule == "random" else UtilitySelection(rule, k=k, likelihood=likelihood)
+        return Clarifier(None, self.index, pool=pool, selection=sel, answerer=self.oracle, encoder=self.encode)
+
+
+def run_games(games, topics, qrels, payload, section):
+    out = payload.setdefault(section, {})
+    for name, game in games.items():
+        t0 = time.perf_counter()
+        perq = per_query({name: game}, topics, qrels)
+        table = turn_table({name: game}, topics, qrels, perq=perq)
+        tr = game.transcript.drop(columns=["prompt", "pool"])
+        out[name] = {"table": table.to_dict("records"), "perquery": perq.to_dict("records"),
+                     "paired": paired_table(perq, split=True).to_dict("records"),
+                     "seconds": round(time.perf_counter() - t0, 1),
+                     "example": tr[tr["qid"] == tr["qid"].iloc[0]].to_dict("records") if len(tr) else []}
+        last = table.iloc[-1]
+        print(f"{name:55s} MRR {table.iloc[0]['MRR']:.3f} -> {last['MRR']:.3f}  top1 {last['top1']:.3f} "
+              f"({out[name]['seconds']} s)", flush=True)
+    return out
+
+
+def phase_tune(env, payload):
+    topics, qrels = recipe.train_data(env.ds, "tuning")
+    games = {f"explicit tau={t}": env.game(f"explicit tau={t}", qrels, env.oracle, ExplicitPosterior(env.scorer, t))
+             for t in TAUS}
+    games.update({f"language {c}": env.game(f"language {c}", qrels, env.oracle, LanguagePosterior(combine=c))
+                  for c in ("append", "prepend", "replace")})
+    games.update({f"explicit tau={t}, I don't remember": env.game("x", qrels, ConstantUser(), ExplicitPosterior(
+        env.scorer, t)) for t in (0.05, 0.3)})
+    games["explicit invert, No."] = env.game("x", qrels, ConstantUser("No."), ExplicitPosterior(
+        env.scorer, 0.3, negative="invert"))
+    for w in (4, 8, 16):
+        games[f"language append, oracle {w} words"] = env.game("x", qrels, OracleUser(env.index, env.encode, w),
+                                                                LanguagePosterior(combine="append"))
+    wrong = WrongBookUser(env.oracle, env.index)
+    games.update({f"explicit tau={t}, wrong book": env.game("x", qrels, wrong, ExplicitPosterior(env.scorer, t))
+                  for t in TAUS})
+    games.update({f"language {c}, wrong book": env.game("x", qrels, wrong, LanguagePosterior(combine=c))
+                  for c in ("append", "prepend", "replace")})
+    sec = payload.setdefault("tuning", {"games": {}})
+    sec["n"] = len(topics)
+    todo = {k: g for k, g in games.items() if k not in sec["games"]}  # a rerun plays only what is new
+    run_games(todo, topics, qrels, sec, "games")
+    sec["chosen"] = choose(sec["games"])
+    print("chosen on the tuning slice:", sec["chosen"], flush=True)
+
+
+def last_mrr(game_record):
+    t = pd.DataFrame(game_record["table"])
+    return float(t.loc[t["turn"].idxmax(), "MRR"])
+
+
+def choose(games):
+    """The rule: the setting with the best mean MRR after 3 turns over oracle answers and wrong-book answers (a
+    person's answers are neither all right nor all wrong; the choice must gain from the one and lose little to
+    the other)."""
+    score = {t: (last_mrr(games[f"explicit tau={t}"]) + last_mrr(games[f"explicit tau={t}, wrong book"])) / 2
+             for t in TAUS if f"explicit tau={t}, wrong book" in games}
+    comb = {c: (last_mrr(games[f"language {c}"]) + last_mrr(games[f"language {c}, wrong book"])) / 2
+            for c in ("append", "prepend", "replace") if f"language {c}, wrong book" in games}
+    return {"tau": max(score, key=score.get) if score else None, "tau_scores": score,
+            "combine": max(comb, key=comb.get) if comb else None, "combine_scores": comb}
+
+
+def phase_nonllm(env, payload, n):
+    topics = env.ds.get_topics("validation").head(n)
+    qrels = env.ds.get_qrels("validation")
+    tau = payload.get("tuning", {}).get("chosen", {}).get("tau") or DEFAULT_TAU
+    if tau != DEFAULT_TAU:
+        print(f"note: the tuning slice chose tau={tau}; the library default is {DEFAULT_TAU}", flush=True)
+    payload["nonllm_tau"] = tau
+    expl = ExplicitPosterior(env.scorer, tau)
+    wrong = WrongBookUser(env.oracle, env.index)
+    games = {}
+    for label, user in (("oracle", env.oracle), ("wrong book", wrong), ("I don't remember.", ConstantUser()),
+                        ("No.", ConstantUser("No."))):
+        games[f"generic + {label} + language"] = env.game(label, qrels, user)
+        games[f"generic + {label} + explicit"] = env.game(label, qrels, user, expl)
+    games["generic + No. + explicit (invert)"] = env.game("x", qrels, ConstantUser("No."),
+                                                          ExplicitPosterior(env.scorer, tau, negative="invert"))
+    games["generic + oracle + explicit tau=0.05 (old)"] = env.game("x", qrels, env.oracle,
+                                                                   ExplicitPosterior(env.scorer, 0.05))
+    games["generic + oracle + language replace (paper)"] = env.game("x", qrels, env.oracle,
+                                                                    LanguagePosterior(combine="replace"))
+    games["generic + oracle + language append"] = env.game("x", qrels, env.oracle, LanguagePosterior(combine="append"))
+    for rule in ("random", "eig", "kl"):
+        for post, p in (("language", None), ("explicit", expl)):
+            games[f"pool24 {rule} + oracle + {post}"] = env.game(rule, qrels, env.oracle, p,
+                                                                 env.utility(rule, GENERIC_QUESTIONS))
+    payload["nonllm"] = {"n": len(topics), "games": {}}
+    run_games(games, topics, qrels, payload["nonllm"], "games")
+
+
+def phase_llm(env, payload, args):
+    from pyterrier_tot.llm import LLM, LlamaServer
+
+    topics = env.ds.get_topics("validation").sample(frac=1.0, random_state=0).head(args.llm_n)
+    qrels = env.ds.get_qrels("validation")
+    sec = payload.setdefault("llm", {"games": {}, "cost": {}})
+    sec.update({"n": len(topics), "pool": args.pool, "utility_k": args.utility_k})
+    server = LlamaServer(model_path=args.gguf, n_threads=args.threads, n_ctx=4096) if args.gguf else None
+    try:
+        if server is not None:
+            server.start()
+            llm = server.llm(max_tokens=80, timeout=1800, verbose=False)
+            sec["model"] = Path(args.gguf).name
+        else:
+            llm = LLM(model=args.model, base_url=args.base_url, max_tokens=80, timeout=600, verbose=False)
+            sec["model"] = args.model
+
+        def clar(selection=None, pool=None, likelihood=False, answerer=None):
+            if pool is not None:
+                return env.utility(selection or "random", pool, LLMLikelihood(llm, env.index, env.encode)
+                                   if likelihood else None, k=args.utility_k)
+            return Clarifier(llm, env.index, pool_size=args.pool, selection=RandomSelection(), encoder=env.encode,
+                             query_chars=800, description_chars=250)
+
+        def timed(label, make):
+            if label not in args.llm_conditions.split(",") and args.llm_conditions != "all":
+                return
+            u0 = llm.usage.as_dict()
+            t0 = time.perf_counter()
+            game = make()
+            run_games({label: game}, topics, qrels, sec, "games")
+            u1 = llm.usage.as_dict()
+            cost = {k: round(u1[k] - u0[k], 1) for k in ("calls", "cache_hits", "prompt_tokens",
+                                                         "completion_tokens", "failures")}
+            cost["seconds"] = round(time.perf_counter() - t0, 1)
+            c = game.clarifier
+            cost.update({"question_leaks": c.leaks, "copied_examples": c.copied, "duplicates": c.duplicates,
+                         "fallback_questions": c.fallbacks})
+            if c.selection is not None and getattr(c.selection, "likelihood", None) is not None:
+                cost["likelihood_fallbacks"] = c.selection.likelihood.fallbacks
+            if isinstance(game.simulator, UserSimulator):
+                cost.update({"answer_leaks": game.simulator.leaks, "answers_withheld": game.simulator.withheld})
+            old = sec["cost"].get(label, {})
+            sec["cost"][label] = cost if cost["calls"] > 0 or not old else {**old, "replayed_seconds": cost["seconds"]}
+            print(f"  cost {label}: {sec['cost'][label]}", flush=True)
+            write(payload)
+
+        # turn-1 pools: one LLM pool per query, cached; every "cached pool" condition draws from it
+        pool_maker = clar()
+        state = pd.DataFrame({"qid": topics["qid"].astype(str), "query": topics["query"],
+                              "query_0": topics["query"], "history": [[] for _ in range(len(topics))]})
+        t0 = time.perf_counter()
+        cands = ClarificationGame._cands(env.game("x", qrels, env.oracle)._retrieve(state))
+        u0 = llm.usage.as_dict()
+        _, pools, _ = pool_maker.ask(state, cands, turn=1)
+        cached = dict(zip(state["qid"], pools))
+        u1 = llm.usage.as_dict()
+        sec["pools"] = {"sizes": [len(p) for p in pools], "example": pools[0],
+                        "cost": {"calls": u1["calls"] - u0["calls"], "completion_tokens": u1["completion_tokens"] -
+                                 u0["completion_tokens"], "seconds": round(time.perf_counter() - t0, 1),
+                                 "copied_examples": pool_maker.copied, "duplicates": pool_maker.duplicates,
+                                 "leaks": pool_maker.leaks}}
+        print(f"pools: mean size {np.mean(sec['pools']['sizes']):.1f}, {sec['pools']['cost']}", flush=True)
+        write(payload)
+        for rule in ("random", "eig", "kl"):
+            timed(f"LLM pool {rule} + oracle + language", lambda r=rule: env.game(r, qrels, env.oracle, None,
+                                                                                    clar(r, cached)))
+        timed("LLM pools + random + oracle + language", lambda: env.game("x", qrels, env.oracle, None, clar()))
+        timed("LLM pools + random + LLM user + LLM language", lambda: env.game(
+            "x", qrels, UserSimulator(llm, env.index, max_tokens=40), LanguagePosterior(llm, max_tokens=80), clar()))
+        for rule in ("eig", "kl"):
+            timed(f"LLM pool {rule} (LLM log-probs) + oracle + language",
+                  lambda r=rule: env.game(r, qrels, env.oracle, None, clar(r, cached, likelihood=True)))
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def fmt_p(p):
+    return f"{p:.1e}" if p < 0.001 else f"{p:.3f}"
+
+
+def section_md(title, sec, turns_note):
+    games = sec.get("games", {})
+    if not games:
+        return []
+    md = [f"## {title} ({sec.get('n')} queries)", "", turns_note, "",
+          "| condition | MRR t0 | t1 | t2 | t3 | top-1 t0 → t3 | cum. top-1 t3 | ΔMRR t3 | better / worse | "
+          "p (t-test) | p (Wilcoxon) | ΔMRR t0 rank 1 | ΔMRR t0 rank > 1 |", "|" + "---|" * 13]
+    for name, g in games.items():
+        t = pd.DataFrame(g["table"])
+        pr = pd.DataFrame(g["paired"])
+        last = int(t["turn"].max())
+        row = pr[(pr["turn"] == last)].set_index("queries")
+        mrr = [f"{t.loc[t['turn'] == i, 'MRR'].iloc[0]:.3f}" if i <= last else "" for i in range(4)]
+        a = row.loc["all"]
+        md.append(f"| {name} | " + " | ".join(mrr) + f" | {t.iloc[0]['top1']:.3f} → {t.iloc[-1]['top1']:.3f} | "
+                  f"{t.iloc[-1]['cum_top1']:.3f} | {a['diff']:+.3f} | {a['better']} / {a['worse']} | "
+                  f"{fmt_p(a['p_t'])} | {fmt_p(a['p_wilcoxon'])} | {row.loc['rank 1', 'diff']:+.3f} "
+                  f"(n={row.loc['rank 1', 'n']}) | {row.loc['rank > 1', 'diff']:+.3f} (n={row.loc['rank > 1', 'n']}) |")
+    return md + [""]
+
+
+def write(payload):
+    md = ["# CLARINET clarification games (Reddit-TOMT Books)", "",
+          "Retriever: the recipe's fine-tuned MiniLM (`recipe.fine_tuned_base`), top 100; belief: softmax at T = 0.05 "
+          "over those 100. Turn 0 is the same retrieval run for every condition (the same-run baseline); every "
+          "number is `pt.Experiment` (ir_measures RR, Success@1) over `game.turn(t)`; differences are paired per "
+          "query (turn 3 against turn 0 of the same game; `scipy` paired t-test and Wilcoxon signed-rank), and split "
+          "by whether the book was first at turn 0.", ""]
+    note = ("Questions: `generic` = three generic questions in order; `pool24` = the 24-question generic pool; "
+            "oracle answers: the gold description's sentence most similar to the question, names removed, 8 words.")
+    md += section_md("All validation queries, no LLM", payload.get("nonllm", {}), note)
+    llm = payload.get("llm", {})
+    if llm.get("games"):
+        md += section_md(f"LLM conditions: {llm.get('model')}", llm,
+                         f"{llm.get('n')} validation queries (a fixed random sample), pools of {llm.get('pool')} "
+                         f"questions at T = 0.8, EIG / KL over the top {llm.get('utility_k')} candidates.")
+        md += ["### Cost of each LLM condition", "", "```", json.dumps({"turn-1 pools": llm.get("pools", {}).get(
+            "cost"), **llm.get("cost", {})}, indent=1), "```", ""]
+    md += comparisons(payload)
+    if payload.get("nonllm", {}).get("games"):
+        md += paper_table(payload)
+    tune = payload.get("tuning", {})
+    if tune.get("games"):
+        ch = tune.get("chosen", {})
+        md += section_md("Tuning slice (training queries): how the defaults were chosen", tune,
+                         "The rule: the best mean MRR after 3 turns over oracle answers and wrong-book answers. "
+                         f"Chosen: explicit posterior tau = {ch.get('tau')} (scores {ch.get('tau_scores')}); "
+                         f"language posterior combine = {ch.get('combine')!r} (scores {ch.get('combine_scores')}). "
+                         f"The non-LLM validation phase ran with tau = {payload.get('nonllm_tau')}.")
+    _common.write_results(NAME, payload, "\n".join(md))
+    plot(payload)
+
+
+#: (section, condition, against): conditions compared with each other at the last turn, per query
+PAIRS = [("nonllm", "generic + oracle + language", "generic + oracle + explicit"),
+         ("nonllm", "generic + oracle + language", "generic + oracle + language replace (paper)"),
+         ("nonllm", "generic + oracle + explicit", "generic + oracle + explicit tau=0.05 (old)"),
+         ("nonllm", "pool24 eig + oracle + language", "pool24 random + oracle + language"),
+         ("nonllm", "pool24 kl + oracle + language", "pool24 random + oracle + language"),
+         ("nonllm", "pool24 eig + oracle + language", "pool24 kl + oracle + language"),
+         ("nonllm", "pool24 eig + oracle + explicit", "pool24 random + oracle + explicit"),
+         ("nonllm", "pool24 kl + oracle + explicit", "pool24 random + oracle + explicit"),
+         ("llm", "LLM pool eig + oracle + language", "LLM pool random + oracle + language"),
+         ("llm", "LLM pool kl + oracle + language", "LLM pool random + oracle + language"),
+         ("llm", "LLM pool eig (LLM log-probs) + oracle + language", "LLM pool random + oracle + language"),
+         ("llm", "LLM pool kl (LLM log-probs) + oracle + language", "LLM pool random + oracle + language"),
+         ("llm", "LLM pool eig (LLM log-probs) + oracle + language", "LLM pool eig + oracle + language"),
+         ("llm", "LLM pools + random + oracle + language", "LLM pool random + oracle + language")]
+
+
+def comparisons(payload):
+    rows = []
+    for sec, a, b in PAIRS:
+        games = payload.get(sec, {}).get("games", {})
+        if a in games and b in games:
+            perq = pd.concat([pd.DataFrame(games[a]["perquery"]).assign(name=a),
+                              pd.DataFrame(games[b]["perquery"]).assign(name=b)])
+            c = compare(perq, a, b, int(perq["turn"].max()))
+            rows.append(f"| {a} | {b} | {c['n']} | {c['mean_a']:.3f} | {c['mean_b']:.3f} | {c['diff']:+.3f} | "
+                        f"{c['better']} / {c['worse']} | {fmt_p(c['p_t'])} | {fmt_p(c['p_wilcoxon'])} |")
+    if not rows:
+        return []
+    return ["## Conditions against each other (last turn, paired per query)", "",
+            "| A | B | queries | MRR A | MRR B | A − B | A better / worse | p (t-test) | p (Wilcoxon) |",
+            "|---|---|---|---|---|---|---|---|---|"] + rows + [""]
+
+
+def paper_table(payload):
+    rows = ["## Beside the paper's Table 1", "", "The paper: 10 turns (9 questions), its own 628 evaluation queries, "
+            "DPR fine-tuned on WhatsThatBook, gpt-3.5 as questioner and user. Ours: 3 questions, 233 queries, "
+            "MiniLM fine-tuned on Reddit-TOMT training queries, oracle or Qwen2.5-1.5B answers.", "",
+            "| system | MRR | top-1 | cum. top-1 |", "|---|---|---|---|"]
+    rows += [f"| paper: {k} | {v[0]:.3f} | {v[1]:.3f} | {v[2]:.3f} |" for k, v in ANCHOR.items()]
+    for sec in ("nonllm", "llm"):
+        for name, g in payload.get(sec, {}).get("games", {}).items():
+            t = pd.DataFrame(g["table"])
+            if name.startswith(("generic + oracle + language", "pool24", "LLM")) or name == \
+                    "generic + oracle + explicit":
+                last = t.iloc[-1]
+                rows.append(f"| ours ({payload[sec]['n']} q): {name}, turn {int(last['turn'])} | {last['MRR']:.3f} "
+                            f"| {last['top1']:.3f} | {last['cum_top1']:.3f} |")
+    first = pd.DataFrame(next(iter(payload["nonllm"]["games"].values()))["table"]).iloc[0]
+    rows.append(f"| ours: turn 0, no questions | {first['MRR']:.3f} | {first['top1']:.3f} | {first['cum_top1']:.3f} |")
+    return rows + [""]
+
+
+def plot(payload):
+    from pyterrier_tot.clarinet import plot_turns
+
+    keep = ["generic + oracle + language", "generic + oracle + explicit", "generic + wrong book + language",
+            "generic + I don't remember. + language", "generic + I don't remember. + explicit",
+            "pool24 eig + oracle + language", "pool24 kl + oracle + language", "pool24 random + oracle + language"]
+    games = payload.get("nonllm", {}).get("games", {})
+    tables = [pd.DataFrame(games[k]["table"]).assign(name=k) for k in keep if k in games]
+    tables += [pd.DataFrame(g["table"]).assign(name=f"{k} ({payload['llm']['n']} q)")
+               for k, g in payload.get("llm", {}).get("games", {}).items()]
+    if tables:
+        plot_turns(pd.concat(tables, ignore_index=True), _common.RESULTS / f"{NAME}.png",
+                   title="CLARINET games on Reddit-TOMT validation: MRR, top-1, cumulative top-1 by turn")
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=6)
-    ap.add_argument("--turns", type=int, default=2)
-    ap.add_argument("--pool", type=int, default=4)
-    ap.add_argument("--utility-k", type=int, default=2)
-    ap.add_argument("--train-queries", type=int, default=6)
-    ap.add_argument("--train-turns", type=int, default=1)
-    ap.add_argument("--gen-steps", type=int, default=6)
-    ap.add_argument("--systems", default="random-lang,clarinet,random-expl,eig,kl,clarinet-expl,eig-expl,kl-expl")
+    ap.add_argument("--phase", choices=["tune", "nonllm", "llm", "report"], required=True)
+    ap.add_argument("--n", type=int, default=233, help="validation queries for the non-LLM phase")
+    ap.add_argument("--llm-n", type=int, default=50)
+    ap.add_argument("--pool", type=int, default=20)
+    ap.add_argument("--utility-k", type=int, default=3)
+    ap.add_argument("--llm-conditions", default="all")
+    ap.add_argument("--gguf", help="a GGUF file served by llama.cpp (LlamaServer)")
+    ap.add_argument("--model", help="an OpenAI-compatible model name (with --base-url)")
+    ap.add_argument("--base-url")
+    ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    t_start = time.perf_counter()
-    ds = ptt.get_dataset("reddit-tomt-books")
-    index = ptt.BookIndex(ds)
-    ft = recipe.fine_tuned_base(ds, train=False)
-    if ft is None:
-        sys.exit("the fine-tuned base retriever is not cached: run benchmarks/decomposition_pipeline.py --train-ft")
-    retriever = index.dense(ft, num_results=100)
-    scorer = index.dense_scorer(ft)
-    st = load_sentence_transformer(ft)
-
-    def encode(texts):
-        return st.encode(list(texts), batch_size=32, normalize_embeddings=True, show_progress_bar=False)
-
-    # a fixed sample of 8, cut to --n: a smaller run replays the cached games of a larger one
-    val = ds.get_topics("validation").sample(n=max(8, args.n), random_state=0).head(args.n).reset_index(drop=True)
-    qrels = ds.get_qrels("validation")
-    train = recipe.tuning_split(ds.get_topics("train")).head(args.train_queries).reset_index(drop=True)
-    train_qrels = ds.get_qrels("train")
-    systems = args.systems.split(",")
-    payload = {"settings": {**vars(args), "query_chars": QUERY_CHARS, "description_chars": DESCRIPTION_CHARS,
-                            "retriever": f"dense {Path(ft).name} top-100", "distribution": "softmax T=0.05 top-10",
-                            "llm": "SmolLM2-135M-Instruct Q4_1 via LlamaServer (llama.cpp), 1 thread",
-                            "validation_qids": val["qid"].tolist()},
-               "tables": {}, "seconds": {}, "counters": {}, "anchor_table1": ANCHOR}
-    tables = {}
-    # a rerun replays the cached LLM answers in a few minutes; the time of the run that made them is kept
     previous = _common.RESULTS / f"{NAME}.json"
-    prev = json.loads(previous.read_text()) if previous.is_file() else {}
-    measured = prev.get("seconds_measured") or {k: v for k, v in prev.get("seconds", {}).items() if k != "total"}
-    payload["seconds_measured"] = measured
+    payload = json.loads(previous.read_text()) if previous.is_file() else {}
+    payload = {k: v for k, v in payload.items() if k in ("tuning", "nonllm", "llm", "seconds", "nonllm_tau")}
+    if args.phase == "report":
+        return write(payload)
+    import torch
 
-    # one thread: llama.cpp threads spin at barriers, so two threads on two busy shared cores run ~20x slower
-    with ptt.LlamaServer(n_ctx=4096, n_threads=1) as server:
-        llm = server.llm(max_tokens=100, timeout=900, verbose=False)
-
-        def game(name, qllm, selection, posterior, qrels_, turns, pool):
-            answerer = UserSimulator(llm, index, max_tokens=40)  # the system's own model of a user, for EIG / KL
-            clarifier = Clarifier(qllm, index, pool_size=pool, selection=selection, answerer=answerer, encoder=encode,
-                                  query_chars=QUERY_CHARS, description_chars=DESCRIPTION_CHARS)
-            user = UserSimulator(llm, index, max_tokens=40)
-            return ClarificationGame(retriever, clarifier, user, qrels_, turns=turns, posterior=posterior, k=100,
-                                     name=name)
-
-        def run(label, make):
-            try:
-                _run(label, make())
-            except Exception as exc:  # noqa: BLE001 - one failed system must not lose the others' results
-                payload.setdefault("errors", {})[label] = f"{type(exc).__name__}: {exc}"[:500]
-                print(f"{label} FAILED: {exc!r}", flush=True)
-                write(payload, tables, args, t_start)
-
-        def _run(label, g):
-            t0 = time.perf_counter()
-            calls0 = llm.usage.calls
-            table = turn_table({label: g}, val, qrels)
-            payload["seconds"][label] = round(time.perf_counter() - t0, 1)
-            c = g.clarifier
-            payload["counters"][label] = {"llm_calls": llm.usage.calls - calls0, "question_leaks": c.leaks,
-                                          "fallback_questions": c.fallbacks, "answer_leaks": g.simulator.leaks,
-                                          "answers_redacted": g.simulator.redacted,
-                                          "posterior_failures": getattr(g.posterior, "failures", 0)}
-            tables[label] = table
-            payload["tables"][label] = table.to_dict("records")
-            if llm.usage.calls - calls0 > 0 or label not in measured:
-                measured[label] = payload["seconds"][label]
-            tr = g.transcript.drop(columns=["prompt"])
-            payload["transcripts"] = payload.get("transcripts", {})
-            payload["transcripts"][label] = tr[tr["qid"].isin(val["qid"].head(2))].to_dict("records")
-            last = table.iloc[-1]
-            print(f"{label:32s} turn {int(last['turn'])}: MRR {last['MRR']:.3f} top-1 {last['top1']:.3f} "
-                  f"cum {last['cum_top1']:.3f} (turn 0: MRR {table.iloc[0]['MRR']:.3f}) "
-                  f"{payload['seconds'][label]} s", flush=True)
-            write(payload, tables, args, t_start)
-
-        lang = LanguagePosterior(llm, max_tokens=80)
-        expl = ExplicitPosterior(scorer, tau=0.05)
-        if "random-lang" in systems:
-            run("random + language posterior", lambda: game("random + language", llm, RandomSelection(), lang,
-                                                            qrels, args.turns, args.pool))
-        if "random-expl" in systems:
-            run("random + explicit posterior", lambda: game("random + explicit", llm, RandomSelection(), expl,
-                                                            qrels, args.turns, args.pool))
-        def clarinet_game(posterior=None):
-            t0 = time.perf_counter()
-            g_train = game("train", llm, RandomSelection(), expl, train_qrels, args.train_turns, args.pool)
-            kept = collect_questions(g_train, train)
-            payload["generator_data"] = {**rank_gain(kept), "train_queries": len(train)}
-            payload["seconds"]["generator: collect"] = round(time.perf_counter() - t0, 1)
-            measured.setdefault("generator: collect", payload["seconds"]["generator: collect"])
-            key = hashlib.sha1(json.dumps([kept["prompt"].tolist(), kept["question"].tolist(), kept["keep"].tolist(),
-                                           args.gen_steps]).encode()).hexdigest()[:10]
-            t0 = time.perf_counter()
-            path = train_generator(kept, cache_dir() / "models" / f"clarinet-generator-{key}", steps=args.gen_steps)
-            payload["seconds"]["generator: train"] = round(time.perf_counter() - t0, 1)
-            measured.setdefault("generator: train", payload["seconds"]["generator: train"])
-            payload["generator"] = QuestionGenerator(path, cache=False).meta()
-            print(f"generator: {payload['generator_data']} -> {path}", flush=True)
-            return game("clarinet", QuestionGenerator(path), RandomSelection(), posterior or lang, qrels, args.turns,
-                        1)
-
-        if "clarinet" in systems:
-            run("CLARINET generator + language posterior", clarinet_game)
-        for util in ("eig", "kl"):
-            if util in systems:
-                run(f"{util.upper()} + language posterior",
-                    lambda u=util: game(u, llm, UtilitySelection(u, k=args.utility_k), lang, qrels, args.turns,
-                                        args.pool))
-        if "clarinet-expl" in systems:
-            run("CLARINET generator + explicit posterior", lambda: clarinet_game(expl))
-        for util in ("eig", "kl"):
-            if f"{util}-expl" in systems:
-                run(f"{util.upper()} + explicit posterior",
-                    lambda u=util: game(u, llm, UtilitySelection(u, k=args.utility_k), expl, qrels, args.turns,
-                                        args.pool))
-    write(payload, tables, args, t_start)
-
-
-def write(payload, tables, args, t_start):
-    import numpy as np
-
-    payload["seconds"]["total"] = round(time.perf_counter() - t_start, 1)
-    md = [f"# CLARINET clarification games (Reddit-TOMT Books validation, {args.n} queries, {args.turns} turns)", "",
-          "Retriever: the recipe's fine-tuned MiniLM (`fine_tuned_base`), top 100; retrieval distribution: softmax at "
-          "T = 0.05 over the top 10. LLM (questions, simulated user, language posterior, EIG/KL answers): "
-          "SmolLM2-135M-Instruct through `LlamaServer` (llama.cpp, 1 thread). "
-          f"Pool: {args.pool} questions per turn; EIG/KL over the top {args.utility_k} candidates (one simulated "
-          "answer per question and candidate, likelihood from answer-embedding similarity). CLARINET generator: "
-          f"SmolLM2 fine-tuned for {args.gen_steps} AdamW steps (batch 4) on the questions kept from random-question "
-          f"games (explicit posterior) on {args.train_queries} training queries of the tuning slice x "
-          f"{args.train_turns} turn(s). CPU budget: 2 cores shared with three other jobs (load average 7-14 while "
-          "the language-posterior systems and random + explicit ran; the generator, EIG and KL with the explicit "
-          "posterior ran later on a quieter machine); the LLM-bound work took "
-          f"{sum(payload.get('seconds_measured', {}).values()) / 60:.0f} min "
-          "(`seconds_measured` in the JSON, per system), a replay from the cache a few minutes.", ""]
-    if tables:
-        first = next(iter(tables.values())).iloc[0]
-        md += ["## Last turn beside turn 0 and the paper", "",
-               "| system | turn | MRR | top-1 | cum. top-1 | MRR turn 0 | top-1 turn 0 "
-               "| paper (10 turns) MRR / top-1 / cum |",
-               "|---|---|---|---|---|---|---|---|"]
-        md.append(f"| dense-ft, no questions (turn 0, same run) | 0 | {first['MRR']:.3f} | {first['top1']:.3f} | "
-                  f"{first['cum_top1']:.3f} | | | |")
-        paper = {"random + language posterior": "random + language posterior",
-                 "random + explicit posterior": "random + explicit posterior", "EIG + language posterior": "EIG",
-                 "KL + language posterior": "KL", "CLARINET generator + language posterior": "CLARINET (delta)"}
-        for name, t in tables.items():
-            last, t0 = t.iloc[-1], t.iloc[0]
-            a = ANCHOR.get(paper.get(name, ""), None)
-            ref = " / ".join(f"{x:.3f}" for x in a) if a else ""
-            md.append(f"| {name} | {int(last['turn'])} | {last['MRR']:.3f} | {last['top1']:.3f} | "
-                      f"{last['cum_top1']:.3f} | {t0['MRR']:.3f} | {t0['top1']:.3f} | {ref} |")
-        md += ["", "## Per turn", ""]
-        for name, t in tables.items():
-            md += [f"### {name}", "", _common.md_table(t[["turn", "MRR", "top1", "cum_top1", "n"]].astype(
-                {"turn": str, "n": str})), ""]
-        plot_turns(pd.concat(tables.values(), ignore_index=True), _common.RESULTS / f"{NAME}.png",
-                   title=f"CLARINET games, {args.n} validation queries, SmolLM2-135M")
-        md += [f"![per-turn curves]({NAME}.png)", ""]
-    if payload.get("transcripts"):
-        md += ["## One query, every system", ""]
-        for name, rows in payload["transcripts"].items():
-            rows = [r for r in rows if r["qid"] == rows[0]["qid"]]
-            md += [f"**{name}** (qid {rows[0]['qid']}, gold rank by turn: "
-                   f"{[r['gold_rank'] for r in rows]})", ""]
-            md += [f"- turn {r['turn']}: Q: {r['question']} / A: {r['answer']} / query: "
-                   f"{str(r['query'])[:160]}..." for r in rows if r["turn"] > 0] + [""]
-    if "generator_data" in payload:
-        md += ["## Generator training data", "", "```", json.dumps(payload["generator_data"], indent=1), "```", ""]
-    md += ["## Counters", "", "```", json.dumps(payload["counters"], indent=1), "```", ""]
-    md += ["## Reading the numbers", "", NOTE, ""]
-    _ = np
-    _common.write_results(NAME, payload, "\n".join(md))
-
-
-NOTE = """The sizes are set by the CPU budget, not by the method: six queries and two turns give a standard error of
-about 0.2 on top-1, so no difference between these systems is significant. The paper plays 628 queries for 10
-turns with gpt-3.5 as questioner, simulator and summariser, and Flan-T5 for the EIG/KL answers. Turn 0 is the
-same retriever run for every system; cumulative top-1 cannot fall below it, and no system found a book in two
-turns that turn 0 had missed.
-
-What this run shows is the weak LLM: SmolLM2-135M copies its few-shot examples (the first question of most pools
-is the example's "small town or big city" question; the language posterior adds the example's "a dragon and a
-map"), its simulated answers invent details that are not in the book notes, and its posterior summaries drop
-most of the request, so every language-posterior system loses MRR after the first question (0.667 to 0.03-0.35),
-while the explicit posterior, which only re-weights the turn-0 candidates, loses least (0.53-0.58 for every
-selection: random 0.583, generator 0.556, EIG and KL 0.528). The paper reports
-the opposite order (language 0.512 > explicit 0.369) with gpt-3.5. With two candidates, EIG and KL rank the
-questions alike (both grow with how differently the two candidates answer), so they asked the same questions
-and tie; KL's turn-1 answers and all its LLM calls came from EIG's cache. The generator was trained for 6 steps
-on 9 kept questions (loss 2.29 to 0.28): it learned the format, asked the example question, and its leaking
-questions fell back to generic ones 3 times.
-
-What a stronger LLM would change: faithful, vague answers drawn from the book notes (so the explicit likelihood
-and the EIG/KL answer simulations carry information), a posterior that keeps the request's details and adds the
-answers (the paper's language posterior gains over turn 0), pools of distinct questions about the candidates
-shown, and enough kept questions to train a generator on (the paper keeps questions from five 10-turn games per
-training query). The code takes any OpenAI-compatible model (``LLM(model=..., base_url=...)``); the offline
-Qwen2.5-1.5B GGUF would fit the same budget at about 10 times the cost per call.
-
-The counters below are those of the last (replayed) run: ``llm_calls`` 0 means every answer came from the cache;
-the leak counts are recounted on replay. ``seconds_measured`` holds the first run's times; the random + language
-game's first turn had been played by an interrupted earlier run (about 12 more minutes)."""
+    torch.set_num_threads(2)
+    env = Env()
+    t0 = time.perf_counter()
+    if args.phase == "tune":
+        phase_tune(env, payload)
+    elif args.phase == "nonllm":
+        phase_nonllm(env, payload, args.n)
+    else:
+        if not (args.gguf or args.model):
+            sys.exit("--phase llm needs --gguf PATH or --model NAME [--base-url URL]")
+        phase_llm(env, payload, args)
+    payload.setdefault("seconds", {})[args.phase] = round(time.perf_counter() - t0, 1)
+    write(payload)
 
 
 if __name__ == "__main__":

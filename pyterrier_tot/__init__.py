@@ -42,7 +42,8 @@ from pyterrier_tot.query.rm3 import anserini_available, anserini_status, lucene_
 from pyterrier_tot.generative import GenerativeModel, GenerativeRetriever
 from pyterrier_tot.clarinet import (RetrievalDistribution, Clarifier, UserSimulator, LanguagePosterior,
                                     ExplicitPosterior, ClarificationGame, RandomSelection, UtilitySelection,
-                                    turn_table, plot_turns)
+                                    turn_table, plot_turns, OracleUser, HumanUser, interactive_search,
+                                    LLMLikelihood, paired_table)
 from pyterrier_tot.clarinet.generator import QuestionGenerator, train_generator, collect_questions
 from pyterrier_tot.submission import (validate_run, check_run, RunFileError, RunReport, RunFailure, load_config,
                                       ConfigError, example_config)
@@ -85,7 +86,8 @@ __all__ = [
     # clarification (CLARINET)
     "RetrievalDistribution", "Clarifier", "UserSimulator", "LanguagePosterior", "ExplicitPosterior",
     "ClarificationGame", "RandomSelection", "UtilitySelection", "turn_table", "plot_turns", "QuestionGenerator",
-    "train_generator", "collect_questions",
+    "train_generator", "collect_questions", "OracleUser", "HumanUser", "interactive_search", "LLMLikelihood",
+    "paired_table",
     # submission
     "validate_run", "check_run", "RunFileError", "RunReport", "RunFailure", "load_config", "ConfigError",
     "example_config",

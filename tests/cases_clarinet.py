@@ -2,7 +2,15 @@
 import pandas as pd
 from test_inspect import Case, queries, results
 
-from pyterrier_tot.clarinet import ClarificationGame, Clarifier, LanguagePosterior, RetrievalDistribution, UserSimulator
+from pyterrier_tot.clarinet import (
+    GENERIC_QUESTIONS,
+    ClarificationGame,
+    Clarifier,
+    LanguagePosterior,
+    OracleUser,
+    RetrievalDistribution,
+    UserSimulator,
+)
 
 QRELS = pd.DataFrame({"qid": ["q1", "q2"], "docno": ["b2", "b5"], "label": [1, 1]})
 
@@ -22,8 +30,14 @@ CASES = [
     Case("Clarifier", "retrieve", lambda e: Clarifier(e.llm, e.index, retriever=e.index.bm25(num_results=3),
                                                       pool_size=2), queries),
     Case("LanguagePosterior", "rewrite", lambda e: LanguagePosterior(e.llm), _with_history),
+    Case("LanguagePosterior", "rewrite without an LLM", lambda e: LanguagePosterior(), _with_history),
+    Case("Clarifier", "fixed pool", lambda e: Clarifier(None, e.index, retriever=e.index.bm25(num_results=3),
+                                                        pool=GENERIC_QUESTIONS), queries),
     Case("ClarificationGame", "play", _game, queries),
     Case("ClarificationGame.turn", "play", lambda e: _game(e).turn(0), queries),
+    Case("ClarificationGame", "oracle user, no LLM", lambda e: ClarificationGame(
+        e.index.bm25(num_results=3), Clarifier(None, e.index, pool=GENERIC_QUESTIONS), OracleUser(e.index), QRELS,
+        turns=1, k=3, verbose=False), queries),
 ]
 
 # (reads query text, reads the incoming score, looks docnos up in an index)

@@ -9,7 +9,9 @@
 and ``length`` (``finish_reason="length"`` with only the first three characters of the answer).
 ``always_fail(messages) -> bool`` marks requests that get a 500 every time (``echo_key`` puts the request's
 Authorization header in that error, as careless servers do).
-``delay`` slows every answer (for kill tests). Counters: ``requests``, ``answered``, ``faults``, ``max_in_flight``.
+``delay`` slows every answer (for kill tests). Counters: ``requests``, ``answered``, ``faults``, ``max_in_flight``;
+``payloads`` keeps every request body. A request with ``logprobs`` gets ``logprobs(messages) -> {token: logprob}``
+as the first token's alternatives (default: the answer's first word, certain; ``logprobs=False``: none sent).
 """
 from __future__ import annotations
 
@@ -36,10 +38,11 @@ class OpenAIStub:
     def __init__(self, responder: Callable[[List[Dict[str, str]]], str], fault_rate: float = 0.0, seed: int = 0,
                  faults=FAULTS, slow_seconds: float = 2.0, delay: float = 0.0,
                  always_fail: Optional[Callable[[List[Dict[str, str]]], bool]] = None, status: Optional[int] = None,
-                 echo_key: bool = False):
+                 echo_key: bool = False, logprobs: Optional[Callable[[List[Dict[str, str]]], Dict[str, float]]] = None):
         self.responder, self.fault_rate, self.faults = responder, fault_rate, tuple(faults)
         self.slow_seconds, self.delay, self.always_fail, self.status = slow_seconds, delay, always_fail, status
-        self.echo_key = echo_key
+        self.echo_key, self.logprobs = echo_key, logprobs
+        self.payloads: List[dict] = []
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self.requests = self.answered = 0
@@ -76,6 +79,7 @@ class OpenAIStub:
                 length = int(self.headers.get("Content-Length", 0))
                 payload = json.loads(self.rfile.read(length) or b"{}")
                 with stub._lock:
+                    stub.payloads.append(payload)
                     stub.requests += 1
                     stub.in_flight += 1
                     stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
@@ -121,6 +125,12 @@ class OpenAIStub:
                                      "message": {"role": "assistant", "content": content}}],
                         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(content.split()),
                                   "total_tokens": prompt_tokens + len(content.split())}}
+                if payload.get("logprobs") and stub.logprobs is not False:
+                    top = (stub.logprobs or (lambda m: {(content.split() or ["?"])[0]: 0.0}))(messages)
+                    first = max(top, key=top.get)
+                    body["choices"][0]["logprobs"] = {"content": [{
+                        "token": first, "logprob": top[first], "bytes": None,
+                        "top_logprobs": [{"token": t, "logprob": lp, "bytes": None} for t, lp in top.items()]}]}
                 if fault == "truncated":
                     return self._send(200, json.dumps(body).encode(), cut=True)
                 with stub._lock:

@@ -30,8 +30,9 @@ from pyterrier_tot.clarinet import (  # noqa: E402
     top_mass,
     turn_table,
 )
-from pyterrier_tot.clarinet.leaks import forbidden, leaked, redact  # noqa: E402
+from pyterrier_tot.clarinet.leaks import forbidden, leaked, remove_names  # noqa: E402
 from pyterrier_tot.clarinet.questions import FALLBACK_QUESTIONS, parse_questions  # noqa: E402
+from pyterrier_tot.clarinet.simulator import NO_MEMORY  # noqa: E402
 
 TOPICS = pd.DataFrame({"qid": ["q1", "q2"], "query": ["a boy and a big flying lizard, read it in school",
                                                        "scary night in an old tower by the sea"]})
@@ -116,16 +117,17 @@ def test_utility_selection_prefers_the_question_that_splits_the_candidates():
         assert sel.last_scores[1] > sel.last_scores[0] == pytest.approx(0)
     assert RandomSelection(3).choose(pool, qid="q1", turn=1) == RandomSelection(3).choose(pool, qid="q1", turn=1)
     with pytest.raises(ValueError, match="answerer"):
-        Clarifier(None, selection=UtilitySelection("eig"))
+        Clarifier(None, pool=pool, selection=UtilitySelection("eig"))
 
 
 # -- leaks --------------------------------------------------------------------------------------------------------
 def test_leak_check_names_titles_and_characters():
-    names = forbidden("The Haunted Lighthouse (Ghosts, #2)", "Teenagers meet old Captain Morrow at night.")
+    names = forbidden("The Haunted Lighthouse (Ghosts, #2)",
+                      "Teenagers meet old Captain Morrow at night. Morrow keeps the light.")
     assert "haunted lighthouse" in names and "morrow" in names
     assert leaked("Is it The Haunted-Lighthouse?", names) and leaked("was Morrow in it?", names)
     assert not leaked("Was there a lighthouse?", names)
-    assert not leaked(redact("Maybe The Haunted Lighthouse, with Morrow", names), names)
+    assert remove_names("Maybe The Haunted Lighthouse, with Morrow's dog.", names) == "Maybe, with dog."
     assert parse_questions("1. Is it scary?\n- Was it long ago? yes\nnot a question") == ["Is it scary?",
                                                                                          "Was it long ago?"]
 
@@ -160,12 +162,13 @@ def test_clarifier_falls_back_to_a_generic_question_when_every_question_leaks(se
         assert chosen == [FALLBACK_QUESTIONS[0]] and only_leaks.fallbacks == 1 and stub.requests == 2
 
 
-def test_simulator_regenerates_then_redacts_the_gold_title(setup):
+def test_simulator_regenerates_then_withholds_a_leaking_answer_instead_of_garbling_it(setup):
     index, llm, _ = setup
     sim = UserSimulator(llm, index, max_regenerations=1)
     answers = sim.answer(["Was there a dragon?", "Who was in it?"], ["b2", "b2"])
     assert all(not leaked(a, forbidden("Dragons of the Red Moon")) for a in answers)
-    assert sim.leaks == 2 and sim.redacted == 1  # the first answer leaked twice, then was redacted
+    assert sim.leaks == 2 and sim.withheld == 1  # the first answer leaked twice, then was withheld
+    assert answers[0] == NO_MEMORY  # before: "Yes, there was a dragon, maybe it was that?" (redacted)
     assert answers[1] == "I believe it was a young person, somewhere far away."
 
 
@@ -173,19 +176,20 @@ def test_simulator_regenerates_then_redacts_the_gold_title(setup):
 def test_language_posterior_rewrites_with_the_history_and_keeps_query_0(setup):
     _, llm, _ = setup
     frame = TOPICS.assign(history=[[("Was there a dragon?", "yes")], []])
-    out = LanguagePosterior(llm)(frame)
+    out = LanguagePosterior(llm)(frame)  # conditions on the request by default
     assert out["query_0"].tolist() == TOPICS["query"].tolist()
-    assert out.loc[0, "query"] == "A fantasy book about a young blacksmith and a dragon."
+    rewrite = "A fantasy book about a young blacksmith and a dragon."
+    assert out.loc[0, "query"] == f"{rewrite} {TOPICS.loc[0, 'query']}"
     assert out.loc[1, "query"] == TOPICS.loc[1, "query"]  # no turns yet: unchanged
-    appended = LanguagePosterior(llm, combine="append")(frame)
-    assert appended.loc[0, "query"].startswith(TOPICS.loc[0, "query"])
+    assert LanguagePosterior(llm, combine="replace")(frame).loc[0, "query"] == rewrite  # the paper's option
+    assert LanguagePosterior(llm, combine="append")(frame).loc[0, "query"] == f"{TOPICS.loc[0, 'query']} {rewrite}"
 
 
 @pytest.mark.parametrize("mode", ["language", "explicit"])
 def test_a_two_turn_game_records_history_results_and_replays_for_free(setup, mode, tmp_path):
     index, llm, stub = setup
     retriever = index.bm25(num_results=6)
-    posterior = LanguagePosterior(llm) if mode == "language" else ExplicitPosterior(index.dense_scorer(), tau=0.1)
+    posterior = LanguagePosterior(llm) if mode == "language" else ExplicitPosterior(index.dense_scorer())
     game = ClarificationGame(retriever, Clarifier(llm, index, pool_size=3), UserSimulator(llm, index), QRELS,
                              turns=2, posterior=posterior, k=6, name=mode, verbose=False)
     game.play(TOPICS)
@@ -196,7 +200,8 @@ def test_a_two_turn_game_records_history_results_and_replays_for_free(setup, mod
         assert asked["question"].notna().all() and asked["question"].nunique() == 2  # never the same twice
         assert all(not leaked(str(x), forbidden(title)) for x in asked[["question", "answer"]].values.ravel())
     if mode == "language":
-        assert (tr.loc[tr["turn"] == 2, "query"] == "A fantasy book about a young blacksmith and a dragon.").all()
+        assert tr.loc[tr["turn"] == 2, "query"].str.startswith("A fantasy book about a young blacksmith and a "
+                                                               "dragon.").all()
     for t in range(3):
         res = game.results(t)
         assert set(res["qid"]) == {"q1", "q2"} and {"docno", "score", "rank"} <= set(res.columns)

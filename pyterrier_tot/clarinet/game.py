@@ -1,46 +1,63 @@
 """The clarification game: T turns of question, simulated answer and posterior update per query, with the
-results of every turn as a frame ``pt.Experiment`` can score.
+results of every turn as a frame ``pt.Experiment`` can score::
 
-    game = ClarificationGame(retriever, clarifier, simulator, qrels, turns=3, posterior=LanguagePosterior(llm))
+    game = ClarificationGame(retriever, clarifier, OracleUser(index, encode), qrels, turns=3)
     record = game.play(topics)              # transcript + result frames of turns 0..3 (0: the initial query)
     table = turn_table({"random": game}, topics, qrels)     # turn, MRR, top-1, cumulative top-1
     plot_turns(table, "turns.png")
 
 Turn 0 is the retriever on the initial query. Each later turn the clarifier asks one question given the
-current belief (the top candidates of the last turn), the simulator answers with the gold book (the first
-relevant docno of the qrels), and the posterior moves: the language posterior re-retrieves with the condensed
-description; the explicit posterior re-weights the turn-0 candidates (its results are those ``k`` books, scored by
-their probability). Games are played once per qid and kept (``game.turn(t)`` reuses them), and every LLM call is
-cached by the LLM layer, so replaying a game costs nothing.
+current belief (the top candidates of the last turn), the simulated user answers about the gold book (the first
+relevant docno of the qrels), and the posterior moves: the language posterior (the default: the informative answers,
+then the request, no LLM) re-retrieves with the new query; the explicit posterior re-weights the turn-0
+candidates (its results are those ``k`` books, scored by their probability). Games are played once per qid and
+kept (``game.turn(t)`` reuses them), and every LLM call is cached by the LLM layer, so replaying a game costs
+nothing. The user is any object with ``answer(questions, docnos)``: an :class:`OracleUser`, a
+:class:`UserSimulator`, a :class:`HumanUser` (a person), a control.
 """
 from __future__ import annotations
 
-import os
 from typing import Dict, List, Optional, Union
 
-import numpy as np
 import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
-from ir_measures import RR, Success
 
 from pyterrier_tot.clarinet.distribution import RetrievalDistribution
 from pyterrier_tot.clarinet.posterior import ExplicitPosterior, LanguagePosterior
 from pyterrier_tot.errors import BadInputError
 from pyterrier_tot.policy import add_ranks, check_query_frame
 
-TURN_MEASURES = [RR, Success @ 1]
+
+def update_belief(posterior, retrieve, state: pd.DataFrame, res: pd.DataFrame, questions, answers) -> pd.DataFrame:
+    """One posterior step: ``state`` (qid, query_0, history with the new answers; its ``query`` is updated) and
+    the last results ``res`` (qid, docno, score, prob, rank) give the next results. A :class:`LanguagePosterior`
+    rewrites the query and calls ``retrieve(frame)``; an :class:`ExplicitPosterior` re-weights ``res``."""
+    if isinstance(posterior, LanguagePosterior):
+        rewritten = posterior(state[["qid", "query_0", "history"]].rename(columns={"query_0": "query"}))
+        state["query"] = rewritten["query"].tolist()
+        return retrieve(rewritten)
+    asked = {qid: (q, a) for qid, q, a in zip(state["qid"], questions, answers)}
+    groups = [(qid, g) for qid, g in res.sort_values(["qid", "rank"]).groupby("qid", sort=False)]
+    if not groups:
+        return res
+    posts = posterior.update_many([(qid, g["docno"].tolist(), g["prob"].to_numpy(float), *asked[qid])
+                                   for qid, g in groups])
+    parts = [g.assign(prob=post, score=post) for (_, g), post in zip(groups, posts)]
+    return add_ranks(pd.concat(parts, ignore_index=True).drop(columns=["rank"]))
 
 
 class ClarificationGame(pt.Transformer):
     """Plays ``turns`` questions per query (see the module doc); as a transformer it returns the last turn's
-    results. ``posterior``: a :class:`LanguagePosterior` or an :class:`ExplicitPosterior`."""
+    results. ``posterior``: a :class:`LanguagePosterior` (default: ``LanguagePosterior()``, no LLM) or an
+    :class:`ExplicitPosterior`. ``index``: where the gold titles come from (default: the user's or the
+    clarifier's), so that no question names the book."""
 
     def __init__(self, retriever: pt.Transformer, clarifier, simulator, qrels: pd.DataFrame, turns: int = 3,
                  posterior: Union[LanguagePosterior, ExplicitPosterior, None] = None, k: int = 100,
-                 temperature: float = 0.05, name: Optional[str] = None, verbose: bool = True):
-        if posterior is None:
-            raise ValueError("ClarificationGame needs a posterior: LanguagePosterior(llm) or ExplicitPosterior(scorer)")
+                 temperature: float = 0.05, name: Optional[str] = None, verbose: bool = True, index=None):
+        posterior = posterior if posterior is not None else LanguagePosterior()
+        self.index = index or getattr(simulator, "index", None) or getattr(clarifier, "index", None)
         self.retriever, self.clarifier, self.simulator = retriever, clarifier, simulator
         self.posterior, self.turns, self.k = posterior, int(turns), int(k)
         self.distribution = RetrievalDistribution(k=k, temperature=temperature)
@@ -76,10 +93,14 @@ class ClarificationGame(pt.Transformer):
         if missing:
             raise BadInputError(f"{self!r}: no relevant docno in the qrels for qid(s) {missing[:5]}; a game needs "
                                 "the gold book to simulate the user")
-        titles = dict(zip(*[self.simulator.index.books_of(new["qid"].map(self.gold))[c] for c in ("docno", "title")]))
+        titles = {}
+        if self.index is not None:
+            books = self.index.books_of(new["qid"].map(self.gold))
+            titles = dict(zip(books["docno"].astype(str), books["title"]))
         state = pd.DataFrame({"qid": new["qid"], "query": new["query"], "query_0": new["query"],
                               "history": [[] for _ in range(len(new))],
-                              "forbid": [[titles[self.gold[q]]] for q in new["qid"]]})
+                              "forbid": [[titles[self.gold[q]]] if self.gold[q] in titles else []
+                                         for q in new["qid"]]})
         res = self._retrieve(new)
         self._results[0].append(res)
         self._log(res, state, 0)
@@ -95,18 +116,7 @@ class ClarificationGame(pt.Transformer):
         return self
 
     def _update(self, state, res, questions, answers) -> pd.DataFrame:
-        if isinstance(self.posterior, LanguagePosterior):
-            rewritten = self.posterior(state[["qid", "query_0", "history"]].rename(columns={"query_0": "query"}))
-            state["query"] = rewritten["query"].tolist()
-            return self._retrieve(rewritten)
-        asked = {qid: (q, a) for qid, q, a in zip(state["qid"], questions, answers)}
-        parts = []
-        for qid, g in res.sort_values(["qid", "rank"]).groupby("qid", sort=False):
-            post = self.posterior.update(qid, g["docno"].tolist(), g["prob"].to_numpy(float), *asked[qid])
-            parts.append(g.assign(prob=post, score=post))
-        if not parts:
-            return res
-        return add_ranks(pd.concat(parts, ignore_index=True).drop(columns=["rank"]))
+        return update_belief(self.posterior, self._retrieve, state, res, questions, answers)
 
     def _log(self, res, state, turn, questions=None, answers=None, pools=None, texts=None) -> None:
         ranks = {q: int(g.loc[g["docno"] == self.gold[q], "rank"].min()) + 1 if (g["docno"] == self.gold[q]).any()
@@ -161,51 +171,3 @@ class GameTurn(pt.Transformer):
 
     def __repr__(self):
         return f"{self.game.name}@turn{self.t}"
-
-
-def turn_table(games: Dict[str, ClarificationGame], topics: pd.DataFrame, qrels: pd.DataFrame) -> pd.DataFrame:
-    """Per game and turn: MRR and top-1 (ir_measures through ``pt.Experiment``) and cumulative top-1 (the
-    share of queries whose book was first at any turn up to this one)."""
-    rows = []
-    for name, game in games.items():
-        systems = [game.turn(t) for t in range(game.turns + 1)]
-        per_q = pt.Experiment(systems, topics, qrels, eval_metrics=TURN_MEASURES, perquery=True,
-                              names=[str(t) for t in range(game.turns + 1)], verbose=False)
-        wide = per_q.pivot_table(index=["qid", "name"], columns="measure", values="value").reset_index()
-        wide["turn"] = wide["name"].astype(int)
-        wide = wide.sort_values(["qid", "turn"])
-        wide["cum"] = wide.groupby("qid")["Success@1"].cummax()
-        for t, g in wide.groupby("turn"):
-            rows.append({"name": name, "turn": int(t), "MRR": float(g["RR"].mean()),
-                         "top1": float(g["Success@1"].mean()), "cum_top1": float(g["cum"].mean()), "n": len(g)})
-    return pd.DataFrame(rows, columns=["name", "turn", "MRR", "top1", "cum_top1", "n"])
-
-
-def plot_turns(table: pd.DataFrame, path: Union[str, os.PathLike, None] = None, title: Optional[str] = None):
-    """MRR, top-1 and cumulative top-1 against the turn, one line per game (the sibling of
-    :func:`pyterrier_tot.plot_recall_at_k`). Returns the matplotlib figure; ``path`` writes it."""
-    import matplotlib
-
-    if path is not None and "ipykernel" not in str(matplotlib.get_backend()).lower():
-        matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.8), sharex=True)
-    for ax, col, label in zip(axes, ("MRR", "top1", "cum_top1"), ("MRR", "top-1", "cumulative top-1")):
-        for name, g in table.groupby("name", sort=False):
-            ax.plot(g["turn"], g[col], marker="o", markersize=3, label=str(name))
-        ax.set_xticks(sorted(table["turn"].unique()) if len(table) else [0])
-        ax.set_xlabel("turn (0: initial query)")
-        ax.set_ylabel(label)
-        ax.set_ylim(0, max(0.05, float(np.nanmax(table[col])) * 1.15) if len(table) else 1)
-        ax.grid(True, alpha=0.3)
-    axes[0].legend(fontsize=7)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    if path is not None:
-        from pathlib import Path
-
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120)
-    return fig

@@ -2,13 +2,16 @@
 
     kept = collect_questions(game, topics_train)               # pool questions that helped, with their prompts
     path = train_generator(kept, "clarinet-gen", steps=12)      # SmolLM2-135M from its GGUF, a few AdamW steps
-    gen = QuestionGenerator(path)                               # an LLM-shaped object: Clarifier(gen, index, ...)
+    gen = QuestionGenerator(path)       # LLM-shaped: Clarifier(gen, index, pool_size=1, pool_temperature=None)
 
 Selection of training questions follows the paper: in games on training queries (random questions, explicit
 posterior), every question of each turn's pool is answered by the simulator and scored by the belief it would
 lead to; a question is kept when the gold book would then be in the top ``top`` (10) or would rise by at least
-``gain`` (10) places. The generator sees the same prompt text the :class:`Clarifier` builds (its system message
-and the last user message; the few-shot examples are left out to keep sequences short on a CPU).
+``gain`` (10) places, and never when it would lower the book. The prompt's few-shot example questions are never
+targets (nor pool questions: the :class:`Clarifier` drops copies). Training and inference build the prompt the
+same way (:func:`generator_prompt`): the question prompt's system message and the Clarifier's prompt text, the
+text shortened in its middle when the whole would exceed ``max_len`` tokens, so the system message, the request
+and the questions already asked always stay.
 
 ``QuestionGenerator`` answers through ``chat_many`` like :class:`~pyterrier_tot.llm.client.LLM`, greedy, and
 keeps its answers in the same sqlite cache, so a replayed game costs nothing. The trained folder is an artifact
@@ -57,9 +60,15 @@ def collect_questions(game, topics: pd.DataFrame, top: int = 10, gain: int = 10)
             r_after = int((post > post[r_before - 1]).sum()) + 1
             rows.append({"qid": qid, "turn": int(t), "prompt": prompt, "question": q, "answer": a,
                          "rank_before": r_before, "rank_after": r_after,
-                         "keep": r_after <= top or r_before - r_after >= gain})
+                         "keep": keep_question(r_before, r_after, top, gain)})
     return pd.DataFrame(rows, columns=["qid", "turn", "prompt", "question", "answer", "rank_before", "rank_after",
                                        "keep"])
+
+
+def keep_question(rank_before: int, rank_after: int, top: int = 10, gain: int = 10) -> bool:
+    """The paper's rule (the book ends in the top ``top``, or rises by ``gain`` places), never for a question
+    that lowered the book's rank."""
+    return rank_after <= rank_before and (rank_after <= top or rank_before - rank_after >= gain)
 
 
 def _messages(prompt_text: str) -> List[Dict[str, str]]:
@@ -67,6 +76,39 @@ def _messages(prompt_text: str) -> List[Dict[str, str]]:
 
     msgs = load_prompt("clarinet_question").messages(prompt_text)
     return [{"role": "system", "content": msgs[0]["content"].replace("{n}", "1")}, msgs[-1]]
+
+
+def generator_prompt(tok, prompt_text: str, max_len: int, reserve: int = 48) -> str:
+    """The chat-formatted prompt of the generator, at most ``max_len - reserve`` tokens: the system message
+    whole, the prompt text cut in its middle when it is too long. Training and inference both call this."""
+    def render(text):
+        return tok.apply_chat_template(_messages(text), add_generation_prompt=True, tokenize=False)
+
+    def count(text):
+        return len(tok(text, add_special_tokens=False)["input_ids"])
+
+    full = render(prompt_text)
+    budget = max_len - reserve - count(render(""))
+    ids = tok(prompt_text, add_special_tokens=False)["input_ids"]
+    if count(full) <= max_len - reserve or budget <= 8:
+        return full
+    head = budget * 2 // 3
+    tail = max(1, budget - head - 4)
+    return render(tok.decode(ids[:head]) + " ... " + tok.decode(ids[-tail:]))
+
+
+def training_pairs(pairs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``pairs`` a generator trains on: kept (``keep``; and, given ranks, not rank-lowering), and not a
+    copy of a few-shot example question of the prompt."""
+    from pyterrier_tot.clarinet.questions import _same, few_shot_questions
+    from pyterrier_tot.llm.templates import load_prompt
+
+    ok = pairs["keep"].astype(bool) if "keep" in pairs.columns else pd.Series(True, index=pairs.index)
+    if {"rank_before", "rank_after"} <= set(pairs.columns):
+        ok &= pairs["rank_after"] <= pairs["rank_before"]
+    examples = few_shot_questions(load_prompt("clarinet_question"))
+    ok &= pd.Series([not any(_same(str(q), e) for e in examples) for q in pairs["question"]], index=pairs.index)
+    return pairs[ok]
 
 
 def _load_base():
@@ -92,8 +134,7 @@ def train_generator(pairs: pd.DataFrame, path: Union[str, Path], steps: int = 12
     path = Path(path)
     if path.is_dir() and (path / "pt_meta.json").is_file() and not overwrite:
         return str(path)
-    if "keep" in pairs.columns:
-        pairs = pairs[pairs["keep"].astype(bool)]
+    pairs = training_pairs(pairs)
     if len(pairs) == 0:
         raise ValueError("train_generator: no kept questions to train on; play more games or relax top/gain")
     torch.manual_seed(seed)
@@ -102,10 +143,8 @@ def train_generator(pairs: pd.DataFrame, path: Union[str, Path], steps: int = 12
     tok, model, base = _load_base()
     examples = []
     for prompt, question in zip(pairs["prompt"], pairs["question"]):
-        head = tok.apply_chat_template(_messages(prompt), add_generation_prompt=True, tokenize=False)
-        p_ids = tok(head, add_special_tokens=False)["input_ids"]
-        a_ids = tok(question + tok.eos_token, add_special_tokens=False)["input_ids"]
-        p_ids = p_ids[-(max_len - len(a_ids)):]  # a long prompt loses its start, never the question
+        a_ids = tok(question + tok.eos_token, add_special_tokens=False)["input_ids"][:48]
+        p_ids = tok(generator_prompt(tok, prompt, max_len), add_special_tokens=False)["input_ids"]
         examples.append((p_ids + a_ids, [-100] * len(p_ids) + a_ids))
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
@@ -167,8 +206,7 @@ class QuestionGenerator(ToTArtifact):
         import torch
 
         tok, model = self._load()
-        msgs = [messages[0], messages[-1]] if len(messages) > 2 else messages  # as trained: no few-shot turns
-        head = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+        head = generator_prompt(tok, messages[-1]["content"], int(self.meta().get("max_len", 640)))  # as trained
         ids = tok(head, add_special_tokens=False, return_tensors="pt")
         sample = {"do_sample": False}
         if temperature:

@@ -1,15 +1,22 @@
-"""Question generation: the :class:`Clarifier` asks the next clarification question of each query.
+"""Question generation: the :class:`Clarifier` asks the next clarification question of each query::
 
-    clarifier = Clarifier(llm, index, retriever=index.dense(model) % 10, pool_size=8, selection=selection("eig"))
+    clarifier = Clarifier(llm, index, retriever=index.dense(model) % 10, pool_size=20, selection=selection("eig"),
+                          answerer=OracleUser(index, encode), encoder=encode)
     clarifier(frame)          # frame: qid, query (+ query_0: the initial request, history: [(question, answer)])
+    Clarifier(None, pool=GENERIC_QUESTIONS, selection=selection("first"))    # no LLM: a fixed (cached) pool
 
 The prompt (``prompts/clarinet_question.txt``) holds the initial request, the questions asked so far with their
 answers, and the top candidates whose probability reaches 50% (at most 3) with title, description, rank and
-probability. One LLM call writes a pool of ``pool_size`` questions; the selection (random by default, or EIG /
-KL) picks one. A question that names a shown candidate or one of its characters (or a name in the row's
-``forbid`` list), or repeats an earlier question, is dropped; a pool left with fewer than ``min_pool`` questions
-(default half the pool) is regenerated with another seed up to ``max_regenerations`` times, and a query left
-without questions gets a generic one (counted in ``.fallbacks``).
+probability. One LLM call, sampled at ``pool_temperature`` (0.8, as in the paper), writes a pool of
+``pool_size`` questions; the selection (random by default, or EIG / KL) picks one. A question is dropped when it
+names a shown candidate or one of its characters (or a name in the row's ``forbid`` list), copies a few-shot
+example of the prompt (``.copied``), or repeats a question already in the pool or asked before: by string, and
+with an ``encoder``, by meaning (cosine at least ``dedup``). A pool left with fewer than ``min_pool``
+questions (default half the pool) is asked for again with another seed up to ``max_regenerations`` times, and
+a query left without questions gets a generic one (counted in ``.fallbacks``).
+
+Without an LLM the pool is given: a list of questions for every query, a dict qid -> list (a pool cached from an
+earlier run), each minus the questions already asked and any that names a shown candidate.
 """
 from __future__ import annotations
 
@@ -25,11 +32,25 @@ import pyterrier_alpha as pta
 
 from pyterrier_tot._util import is_missing
 from pyterrier_tot.clarinet.distribution import RetrievalDistribution, top_mass
-from pyterrier_tot.clarinet.leaks import forbidden, leaked
+from pyterrier_tot.clarinet.leaks import NameStats, forbidden, leaked
 from pyterrier_tot.clarinet.selection import RandomSelection
 from pyterrier_tot.llm.templates import load_prompt
 from pyterrier_tot.policy import check_query_frame
 
+#: A generic pool for LLM-free games: questions any book's description may answer.
+GENERIC_QUESTIONS = (
+    "What else do you remember about the story?", "Where and when does the story take place?",
+    "Who is the main character, and what happens to them?", "How did the book end?",
+    "Was the main character a child, a teenager or an adult?", "Was there any magic or anything supernatural?",
+    "Did the story involve a family, and what was going on in it?", "Was there a romance in the story?",
+    "Was there a crime, a mystery or a murder?", "Was it set in a school?", "Were there animals in the story?",
+    "Was it set in the past, the present or the future?", "Was there a war or a battle?",
+    "Did someone die in the story?", "Was the story funny, sad or scary?", "Did the characters go on a journey?",
+    "Was the main character a girl or a boy?", "Was there a secret that came out?",
+    "Did the story take place in a city, a small town or the countryside?", "What kind of danger did they face?",
+    "Was there a friendship at the heart of the story?", "Did the main character have a special power or gift?",
+    "Was there another world, a spaceship or a far-off land?", "What did the main character want most?",
+)
 #: Asked when every generated question leaked or repeated (in this order, skipping ones already asked).
 FALLBACK_QUESTIONS = ("What else do you remember about the story?", "Where and when does the story take place?",
                       "Who is the main character, and what happens to them?", "How did the book end?",
@@ -87,31 +108,54 @@ def _same(a: str, b: str) -> bool:
     return re.sub(r"\W+", " ", a.lower()).strip() == re.sub(r"\W+", " ", b.lower()).strip()
 
 
+def few_shot_questions(prompt) -> List[str]:
+    """The example questions of a question prompt's few-shot turns (a small model copies them; they are dropped
+    from pools and from the generator's training targets)."""
+    return [q for m in prompt.template if m["role"] == "assistant" for q in parse_questions(m["content"])]
+
+
+def _unit(e) -> np.ndarray:
+    e = np.asarray(e, dtype=float)
+    return e / np.clip(np.linalg.norm(e, axis=1, keepdims=True), 1e-12, None)
+
+
 class Clarifier(pt.Transformer):
     """Adds ``question``: the next clarification question of each query (see the module doc)."""
 
-    def __init__(self, llm, index=None, retriever: Optional[pt.Transformer] = None, pool_size: int = 1,
+    def __init__(self, llm=None, index=None, retriever: Optional[pt.Transformer] = None, pool_size: int = 20,
                  selection=None, k: int = 10, temperature: float = 0.05, mass: float = 0.5, max_candidates: int = 3,
                  max_regenerations: int = 1, min_pool: Optional[int] = None, query_chars: int = 1500,
-                 description_chars: int = 300,
-                 answerer=None, encoder=None, prompt_dir: Union[str, Path, None] = None, max_tokens: int = 160):
+                 description_chars: int = 300, answerer=None, encoder=None, pool=None,
+                 pool_temperature: Optional[float] = 0.8, dedup: Optional[float] = 0.9,
+                 prompt_dir: Union[str, Path, None] = None, max_tokens: Optional[int] = None):
         if retriever is not None and index is None:
             raise ValueError("Clarifier: a retriever needs the index its docnos come from (index=...)")
-        self.llm, self.index, self.retriever = llm, index, retriever
+        if llm is None and pool is None:
+            raise ValueError("Clarifier needs an llm to write question pools, or pool=... (a list of questions, or "
+                             "a dict qid -> list)")
+        self.llm, self.index, self.retriever, self.pool = llm, index, retriever, pool
         self.pool_size, self.k = int(pool_size), int(k)
         self.mass, self.max_candidates = float(mass), int(max_candidates)
         self.distribution = RetrievalDistribution(k=k, temperature=temperature)
         self.selection = selection if selection is not None else RandomSelection()
-        self.max_regenerations, self.max_tokens = int(max_regenerations), int(max_tokens)
+        self.max_regenerations = int(max_regenerations)
+        self.max_tokens = int(max_tokens) if max_tokens else 24 * self.pool_size + 24
+        self.pool_temperature = pool_temperature
+        self.dedup = dedup
         # a small model often writes fewer questions than asked; half a pool is worth no second call
         self.min_pool = int(min_pool) if min_pool is not None else max(1, self.pool_size // 2)
         self.query_chars, self.description_chars = int(query_chars), int(description_chars)
         self.answerer, self.encoder = answerer, encoder
-        if getattr(self.selection, "needs_answers", False) and (answerer is None or encoder is None):
-            raise ValueError(f"Clarifier: {self.selection!r} needs answerer= (a UserSimulator playing each candidate) "
-                             "and encoder= (texts -> embeddings, e.g. a SentenceTransformer's encode)")
+        if getattr(self.selection, "needs_answers", False) and answerer is None:
+            raise ValueError(f"Clarifier: {self.selection!r} needs answerer= (a simulated user playing each "
+                             "candidate, e.g. OracleUser(index, encoder))")
+        if getattr(self.selection, "needs_encoder", False) and encoder is None:
+            raise ValueError(f"Clarifier: {self.selection!r} needs encoder= (texts -> embeddings, e.g. a "
+                             "SentenceTransformer's encode)")
         self.prompt = load_prompt("clarinet_question", prompt_dir)
-        self.leaks = self.fallbacks = self.failures = 0
+        self.examples = few_shot_questions(self.prompt)
+        self.leaks = self.fallbacks = self.failures = self.copied = self.duplicates = 0
+        self._stats: Optional[NameStats] = None
 
     # -- the prompt ----------------------------------------------------------------------------------------------
     def candidates(self, inp: pd.DataFrame) -> Dict[str, Candidates]:
@@ -143,38 +187,85 @@ class Clarifier(pt.Transformer):
         return msgs
 
     # -- the pool ------------------------------------------------------------------------------------------------
+    def _banned(self, shown: pd.DataFrame, forbid: Sequence[str]) -> List[str]:
+        if self.index is not None and self._stats is None and len(shown):
+            self._stats = NameStats.of(self.index)
+        names = [n for _, b in shown.iterrows() for n in forbidden(b["title"], b.get("text", ""), stats=self._stats)]
+        return names + [n for f in forbid for n in forbidden(f, characters=False)]
+
+    def _admit(self, pool: List[str], new: Sequence[str], banned: Sequence[str], asked: Sequence[str],
+               generated: bool = True) -> None:
+        """Adds to ``pool`` the questions of ``new`` that leak nothing and repeat nothing (by string; generated
+        questions also by meaning, and never a few-shot example)."""
+        fresh = []
+        for q in new:
+            if leaked(q, banned):
+                self.leaks += 1
+            elif generated and any(_same(q, e) for e in self.examples):
+                self.copied += 1
+            elif any(_same(q, p) for p in list(pool) + list(asked) + fresh):
+                self.duplicates += 1
+            else:
+                fresh.append(q)
+        if not fresh:
+            return
+        if self.encoder is None or self.dedup is None or not generated:
+            pool.extend(fresh)
+            return
+        ref_text = list(self.examples) + list(asked) + list(pool)
+        emb = _unit(self.encoder(ref_text + fresh))
+        ref, cand = emb[: len(ref_text)], emb[len(ref_text):]
+        n_examples = len(self.examples)
+        for q, e in zip(fresh, cand):
+            sims = ref @ e if len(ref) else np.zeros(0)
+            if len(sims) and sims.max() >= self.dedup:
+                if int(np.argmax(sims)) < n_examples:
+                    self.copied += 1
+                else:
+                    self.duplicates += 1
+                continue
+            pool.append(q)
+            ref = np.vstack([ref, e[None, :]]) if len(ref) else e[None, :]
+
+    def _given(self, qid: str) -> List[str]:
+        if isinstance(self.pool, dict):
+            return list(self.pool.get(qid, self.pool.get(str(qid), [])))
+        return list(self.pool)
+
     def pools(self, rows: List[dict], cands: Dict[str, Candidates]) -> Tuple[List[List[str]], List[str]]:
         """One question pool per row (leak-free, new), and the prompt text each was asked with."""
-        texts, names = [], []
+        texts, banned = [], []
         for r in rows:
             shown = self.shown(cands.get(r["qid"]))
             texts.append(self.prompt_text(r["initial"], r["history"], shown))
-            banned = [n for _, b in shown.iterrows() for n in forbidden(b["title"], b.get("text", ""))]
-            names.append(banned + [n for f in r["forbid"] for n in forbidden(f, characters=False)])
+            banned.append(self._banned(shown, r["forbid"]))
         pools: List[List[str]] = [[] for _ in rows]
-        todo = list(range(len(rows)))
-        for attempt in range(self.max_regenerations + 1):
-            if not todo:
-                break
-            extra = {} if attempt == 0 else {"seed": attempt, "temperature": 0.8}
-            answers = self.llm.chat_many([self.messages(texts[i]) for i in todo], prompt_version=self.prompt.version,
-                                         desc="CLARINET questions", max_tokens=self.max_tokens, **extra)
-            for i, a in zip(todo, answers):
-                if a is None:
-                    self.failures += 1
-                for q in parse_questions(a):
-                    if leaked(q, names[i]):
-                        self.leaks += 1
-                    elif not any(_same(q, p) for p in pools[i] + [h for h, _ in rows[i]["history"]]):
-                        pools[i].append(q)
-            todo = [i for i in todo if len(pools[i]) < self.min_pool]
+        if self.llm is None:
+            for i, r in enumerate(rows):
+                self._admit(pools[i], self._given(r["qid"]), banned[i], [h for h, _ in r["history"]], False)
+        else:
+            todo = list(range(len(rows)))
+            for attempt in range(self.max_regenerations + 1):
+                if not todo:
+                    break
+                extra = {"temperature": self.pool_temperature} if self.pool_temperature is not None else {}
+                if attempt:
+                    extra = {"seed": attempt, "temperature": self.pool_temperature or 0.8}
+                answers = self.llm.chat_many([self.messages(texts[i]) for i in todo],
+                                             prompt_version=self.prompt.version, desc="CLARINET questions",
+                                             max_tokens=self.max_tokens, **extra)
+                for i, a in zip(todo, answers):
+                    if a is None:
+                        self.failures += 1
+                    self._admit(pools[i], parse_questions(a), banned[i], [h for h, _ in rows[i]["history"]])
+                todo = [i for i in todo if len(pools[i]) < self.min_pool]
         for i, r in enumerate(rows):
             if not pools[i]:
                 self.fallbacks += 1
                 asked = [h for h, _ in r["history"]]
                 pools[i] = [next((q for q in FALLBACK_QUESTIONS if not any(_same(q, h) for h in asked)),
                                  FALLBACK_QUESTIONS[0])]
-            pools[i] = pools[i][: self.pool_size]
+            pools[i] = pools[i][: self.pool_size] if self.llm is not None else pools[i]
         return pools, texts
 
     def ask(self, inp: pd.DataFrame, cands: Optional[Dict[str, Candidates]] = None,
@@ -194,7 +285,7 @@ class Clarifier(pt.Transformer):
             i = self.selection.choose(pool, qid=r["qid"], turn=turn, docnos=docnos, probs=probs,
                                       answer=getattr(self.answerer, "answer", None), encode=self.encoder)
             chosen.append(pool[max(i, 0)])
-        if self.fallbacks > before:
+        if self.fallbacks > before and self.llm is not None:
             warnings.warn(f"{self!r}: {self.fallbacks - before} of {len(rows)} query(ies) got a generic question "
                           "(every generated one leaked a name, repeated, or the LLM failed)", stacklevel=2)
         return chosen, pools, texts
@@ -211,5 +302,7 @@ class Clarifier(pt.Transformer):
         return out
 
     def __repr__(self):
-        return (f"Clarifier({self.llm!r}, retriever={self.retriever!r}, pool_size={self.pool_size}, "
+        source = repr(self.llm) if self.llm is not None else (
+            f"pools for {len(self.pool)} queries" if isinstance(self.pool, dict) else f"pool of {len(self.pool)}")
+        return (f"Clarifier({source}, retriever={self.retriever!r}, pool_size={self.pool_size}, "
                 f"selection={self.selection!r})")

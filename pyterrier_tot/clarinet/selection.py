@@ -1,15 +1,15 @@
-"""Choosing the next question from a generated pool: at random, by expected information gain (EIG), or by KL
-utility. EIG and KL need, for each question, the answer each top candidate book would give (the user simulator
-pretending that candidate is the book) and a likelihood of each such answer under each candidate.
-
-The likelihood comes from the answers themselves, as in CLARINET's KL baseline: candidate ``i`` is taken to give
-an answer like its own, so ``p(a_j | q, y_i) = softmax_j(cos(E a_i, E a_j) / tau)`` over the simulated answers
-``a_1..a_n`` (``E``: a sentence encoder). With that matrix ``L`` (rows: candidates, columns: answers) and the
-current belief ``p``:
+"""Choosing the next question from a pool: in order, at random, by expected information gain (EIG), or by KL
+utility. EIG and KL need, for each question, the answer each top candidate book would give (a simulated user
+playing that candidate: the system's own model of a user, never the gold book) and the likelihood
+``L[i, j] = p(a_j | q, y_i)`` of each such answer under each candidate (:mod:`~pyterrier_tot.clarinet.likelihood`:
+an LLM's log-probabilities, or the answer-similarity kernel). With ``L`` and the current belief ``p``:
 
 - ``EIG(q) = H(A) - sum_i p_i H(A | y_i)`` with ``p(a) = sum_i p_i L[i, a]``;
 - ``KL(q) = KL(p(y | q, a*) || p(y))`` for the most probable answer ``a*``: how far the belief would move
   (in expectation over all answers the KL equals the EIG, so the utility is taken at the likeliest answer).
+
+EIG prefers questions whose answers split the belief evenly; KL prefers questions whose likeliest answer moves
+it most, e.g. one that would rule out the favourite even when that is not the likeliest outcome of a split.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 
-from pyterrier_tot.clarinet.distribution import softmax
+from pyterrier_tot.clarinet.likelihood import kernel_likelihoods
 
 
 def entropy(p) -> float:
@@ -27,12 +27,8 @@ def entropy(p) -> float:
     return float(-(p * np.log(p)).sum())
 
 
-def answer_likelihoods(embeddings, tau: float = 0.1) -> np.ndarray:
-    """``L[i, j] = p(a_j | y_i)``: row-wise softmax of the cosine similarities of the answers at ``tau``."""
-    e = np.asarray(embeddings, dtype=float)
-    e = e / np.clip(np.linalg.norm(e, axis=1, keepdims=True), 1e-12, None)
-    sims = e @ e.T
-    return np.vstack([softmax(row, tau) for row in sims])
+#: the kernel likelihood under its older name
+answer_likelihoods = kernel_likelihoods
 
 
 def posterior(prior, likelihood_row) -> np.ndarray:
@@ -69,7 +65,7 @@ UTILITIES = {"eig": expected_information_gain, "kl": kl_utility}
 class RandomSelection:
     """A question drawn uniformly from the pool (seeded per qid and turn, so a replayed game asks the same)."""
     name = "random"
-    needs_answers = False
+    needs_answers = needs_encoder = False
 
     def __init__(self, seed: int = 0):
         self.seed = int(seed)
@@ -81,28 +77,52 @@ class RandomSelection:
         return f"RandomSelection(seed={self.seed})"
 
 
+class FirstSelection:
+    """The first question of the pool (a fixed list asked in order: the pool drops questions already asked)."""
+    name = "first"
+    needs_answers = needs_encoder = False
+
+    def choose(self, pool: Sequence[str], **_) -> int:
+        return 0 if pool else -1
+
+    def __repr__(self):
+        return "FirstSelection()"
+
+
 class UtilitySelection:
     """The pool question with the highest utility (``"eig"`` or ``"kl"``) over the top ``k`` candidates.
-    ``answer(questions, docnos) -> answers`` simulates each candidate's answer (the game passes its
-    simulator); ``encode(texts) -> array`` embeds them (the game passes the retriever's sentence encoder)."""
+    ``answer(questions, docnos) -> answers`` simulates each candidate's answer (the clarifier's ``answerer``);
+    ``likelihood``: an :class:`~pyterrier_tot.clarinet.likelihood.LLMLikelihood` (the answerer model's
+    log-probs), or ``None`` for the similarity kernel at ``tau`` over ``encode(texts) -> array`` (the clarifier's
+    ``encoder``)."""
     needs_answers = True
 
-    def __init__(self, utility: str = "eig", k: int = 5, tau: float = 0.1):
+    def __init__(self, utility: str = "eig", k: int = 5, tau: float = 0.1, likelihood=None):
         if utility not in UTILITIES:
             raise ValueError(f"utility must be one of {sorted(UTILITIES)}, not {utility!r}")
-        self.utility, self.k, self.tau = utility, int(k), float(tau)
+        self.utility, self.k, self.tau, self.likelihood = utility, int(k), float(tau), likelihood
         self.name = utility
+        self.needs_encoder = likelihood is None
         self.last_scores: List[float] = []
 
-    def scores(self, pool: Sequence[str], docnos: Sequence[str], probs, answer: Callable, encode: Callable
-               ) -> List[float]:
+    def matrices(self, pool: Sequence[str], docnos: Sequence[str], answer: Callable,
+                 encode: Optional[Callable]) -> List[np.ndarray]:
+        """``L`` of every pool question over the candidates ``docnos``."""
+        n = len(docnos)
+        flat = answer([q for q in pool for _ in docnos], [d for _ in pool for d in docnos])
+        answers = [flat[i * n:(i + 1) * n] for i in range(len(pool))]
+        if self.likelihood is not None:
+            return self.likelihood.matrices(pool, docnos, answers)
+        emb = np.asarray(encode(flat), dtype=float)
+        return [kernel_likelihoods(emb[i * n:(i + 1) * n], self.tau) for i in range(len(pool))]
+
+    def scores(self, pool: Sequence[str], docnos: Sequence[str], probs, answer: Callable,
+               encode: Optional[Callable] = None) -> List[float]:
         docnos, probs = list(docnos)[: self.k], np.asarray(probs, dtype=float)[: self.k]
         if len(docnos) < 2:
             return [0.0] * len(pool)  # one candidate: no question can tell it from another
-        answers = answer([q for q in pool for _ in docnos], [d for _ in pool for d in docnos])
-        emb = np.asarray(encode(answers), dtype=float)
-        fn, n = UTILITIES[self.utility], len(docnos)
-        return [fn(probs, answer_likelihoods(emb[i * n:(i + 1) * n], self.tau)) for i in range(len(pool))]
+        fn = UTILITIES[self.utility]
+        return [fn(probs, lik) for lik in self.matrices(pool, docnos, answer, encode)]
 
     def choose(self, pool: Sequence[str], docnos: Sequence[str] = (), probs=(), answer: Optional[Callable] = None,
                encode: Optional[Callable] = None, **_) -> int:
@@ -112,11 +132,14 @@ class UtilitySelection:
         return int(np.argmax(self.last_scores))
 
     def __repr__(self):
-        return f"UtilitySelection({self.utility!r}, k={self.k}, tau={self.tau})"
+        how = f", likelihood={self.likelihood!r}" if self.likelihood is not None else f", tau={self.tau}"
+        return f"UtilitySelection({self.utility!r}, k={self.k}{how})"
 
 
 def selection(name: str, **kwargs):
-    """``"random"``, ``"eig"`` or ``"kl"`` as a selection object."""
+    """``"first"``, ``"random"``, ``"eig"`` or ``"kl"`` as a selection object."""
     if name == "random":
         return RandomSelection(**kwargs)
+    if name == "first":
+        return FirstSelection()
     return UtilitySelection(name, **kwargs)

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import json
 import os
 import random
 import socket
@@ -146,6 +147,14 @@ def default_identity(model: str, base_url: Optional[str]) -> str:
     return f"{model}@{_safe_url(url)}"
 
 
+def _first_token_logprobs(choice) -> Dict[str, float]:
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    if not content:  # not retried: the server would answer the same again
+        raise LLMFailure("the server sent no logprobs (it may not support them)")
+    out = {str(t.token): float(t.logprob) for t in (getattr(content[0], "top_logprobs", None) or [])}
+    return {**out, str(content[0].token): float(content[0].logprob)}
+
+
 class _Truncated(ValueError):
     """An answer cut short by the token limit that the caller's ``validate`` rejected (retried)."""
 
@@ -233,7 +242,10 @@ class LLM:
         if not choices or choices[0].message is None or choices[0].message.content is None:
             raise ValueError("response has no message content")
         usage = getattr(resp, "usage", None)
-        return (choices[0].message.content, int(getattr(usage, "prompt_tokens", 0) or 0),
+        content = choices[0].message.content
+        if params.get("logprobs"):  # top_logprobs_many: the first token's alternatives, as JSON (cached like text)
+            content = json.dumps(_first_token_logprobs(choices[0]))
+        return (content, int(getattr(usage, "prompt_tokens", 0) or 0),
                 int(getattr(usage, "completion_tokens", 0) or 0), getattr(choices[0], "finish_reason", None))
 
     def _retryable(self, exc: BaseException) -> bool:
@@ -385,6 +397,14 @@ class LLM:
             warnings.warn(f"{self!r}: {len(failed)} of {len(requests)} request(s) failed after {self.max_retries} "
                           f"retries and count as N/A; first error: {failed[0]}", stacklevel=2)
         return out
+
+    def top_logprobs_many(self, requests: Sequence[Messages], top: int = 20,
+                          prompt_version: Union[None, str, Sequence[str]] = None,
+                          desc: str = "LLM log-probs") -> List[Optional[Dict[str, float]]]:
+        """Per request, ``{token: logprob}`` of the ``top`` likeliest first tokens of the answer (servers that
+        expose ``logprobs``: OpenAI, llama.cpp); cached like answers; ``None`` where it failed or sent none."""
+        answers = self.chat_many(requests, prompt_version, desc, logprobs=True, top_logprobs=int(top), max_tokens=1)
+        return [json.loads(a) if a is not None else None for a in answers]
 
     def _breaker_error(self, asked: int, done: List[int], failed: List[str]) -> LLMUnavailableError:
         not_sent = asked - len(done) - len(failed)

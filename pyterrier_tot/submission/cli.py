@@ -6,6 +6,7 @@
     pyterrier-tot validate-run run.txt [--config CONFIG | --topics FILE] [--corpus JSONL | --index DIR] [--fix]
     pyterrier-tot evaluate run.txt [...] (--config CONFIG | --qrels FILE) [--topics FILE]
     pyterrier-tot experiment A.toml B.toml ... --output-dir DIR
+    pyterrier-tot ask --index DIR                    find a book by answering clarification questions
 
 CONFIG is a TOML file or the name of a shipped example config (``pyterrier-tot index query_stage``).
 
@@ -259,6 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--split", help="dataset split instead of the configs'")
     s.add_argument("--batch-size", type=int, default=None, help="queries per pt.Experiment batch")
     s.set_defaults(func=cmd_experiment)
+
+    from pyterrier_tot.clarinet.interactive import add_ask_parser
+    add_ask_parser(sub)
     return p
 
 

@@ -1,0 +1,196 @@
+"""A person plays: :func:`interactive_search` asks *you* the clarification questions, in Jupyter or a terminal::
+
+    session = ptt.interactive_search(index.bm25(), index)      # asks for your description, then loops
+    session.transcript                                          # turn, question, answer, query, shown, found
+
+Each turn shows the current top titles and asks whether the book is among them (its number ends the search);
+an empty reply asks the next question, ``q`` stops. Questions come from any :class:`Clarifier` (an LLM's pool
+with random / EIG / KL selection), by default the generic pool in order, so no LLM is needed. Answers go through
+the same posteriors as simulated games (default: your informative answers, then the request; "I don't
+remember" changes nothing). :class:`HumanUser` is the person as a game's user, for a
+:class:`ClarificationGame` played by hand. Reading goes through ``input()``, which Jupyter turns into a text box;
+both ``input`` and ``output`` can be replaced (scripted tests, other front ends).
+
+From a terminal: ``pyterrier-tot ask --index DIR`` (or ``--dataset reddit-tomt-books``); see
+``pyterrier-tot ask --help``.
+"""
+from __future__ import annotations
+
+import builtins
+import json
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence
+
+import pandas as pd
+import pyterrier as pt
+
+from pyterrier_tot.clarinet.distribution import RetrievalDistribution
+from pyterrier_tot.clarinet.game import update_belief
+from pyterrier_tot.clarinet.posterior import ExplicitPosterior, LanguagePosterior
+from pyterrier_tot.clarinet.questions import GENERIC_QUESTIONS, Clarifier
+from pyterrier_tot.clarinet.selection import FirstSelection
+from pyterrier_tot.clarinet.simulator import NO_MEMORY
+from pyterrier_tot.errors import BadInputError
+
+STOP_WORDS = {"q", "quit", "exit", "stop"}
+
+
+class HumanUser:
+    """A person answering a game's questions through ``input`` (default ``builtins.input``; an empty reply reads
+    "I don't remember."). The books asked about are not shown: the person knows their own book."""
+
+    def __init__(self, input: Optional[Callable[[str], str]] = None, prompt: str = "> "):
+        self.input, self.prompt = input, prompt
+
+    def answer(self, questions: Sequence[str], docnos: Sequence[str] = ()) -> List[str]:
+        read = self.input or builtins.input
+        return [(read(f"{q}\n{self.prompt}") or "").strip() or NO_MEMORY for q in questions]
+
+    def __repr__(self):
+        return "HumanUser()"
+
+
+class SearchSession:
+    """What :func:`interactive_search` returns: ``transcript`` (one row per turn), ``found`` (the docno chosen,
+    or None), ``title``, ``turns`` (questions asked)."""
+
+    def __init__(self, request: str):
+        self.request, self.found, self.title = request, None, None
+        self.rows: List[dict] = []
+
+    @property
+    def transcript(self) -> pd.DataFrame:
+        return pd.DataFrame(self.rows, columns=["turn", "question", "answer", "query", "shown", "found"])
+
+    @property
+    def turns(self) -> int:
+        return sum(r["question"] is not None for r in self.rows)
+
+    def to_json(self, path) -> None:
+        Path(path).write_text(json.dumps({"request": self.request, "found": self.found, "title": self.title,
+                                          "transcript": self.rows}, indent=1, default=str))
+
+    def __repr__(self):
+        state = f"found {self.title!r}" if self.found else "not found"
+        return f"SearchSession({self.turns} question(s), {state})"
+
+
+def _line(book) -> str:
+    extra = [str(book.get(f)) for f in ("author", "year") if str(book.get(f, "") or "").strip() not in ("", "nan",
+                                                                                                          "None")]
+    if extra and extra[-1].endswith(".0"):
+        extra[-1] = extra[-1][:-2]
+    return f"{book['title']}" + (f" ({', '.join(extra)})" if extra else "")
+
+
+def interactive_search(retriever: pt.Transformer, index, request: Optional[str] = None,
+                       clarifier: Optional[Clarifier] = None, posterior=None, turns: int = 5, show: int = 5,
+                       k: int = 100, temperature: float = 0.05, input: Optional[Callable[[str], str]] = None,
+                       output: Optional[Callable[[str], None]] = None) -> SearchSession:
+    """Search for a half-remembered book with a person answering (see the module doc). ``retriever``: any
+    retriever over ``index``'s docnos; ``posterior``: a :class:`LanguagePosterior` (default, no LLM) or an
+    :class:`ExplicitPosterior`; ``turns``: at most this many questions; ``show``: titles shown per turn."""
+    read = input or builtins.input
+    say = output or (lambda text: print(text, flush=True))
+    clarifier = clarifier or Clarifier(None, index, pool=GENERIC_QUESTIONS, selection=FirstSelection())
+    posterior = posterior if posterior is not None else LanguagePosterior()
+    if not isinstance(posterior, (LanguagePosterior, ExplicitPosterior)):
+        raise BadInputError(f"posterior must be a LanguagePosterior or an ExplicitPosterior, not {posterior!r}")
+    user = HumanUser(read)
+    if request is None:
+        request = read("Describe the book you are looking for (anything you remember):\n> ")
+    request = " ".join(str(request or "").split())
+    if not request:
+        raise BadInputError("interactive_search: the description of the book is empty")
+    session = SearchSession(request)
+    dist = RetrievalDistribution(k=k, temperature=temperature)
+
+    def retrieve(frame):
+        return dist(retriever(frame[["qid", "query"]]))[["qid", "docno", "score", "prob", "rank"]]
+
+    state = pd.DataFrame({"qid": ["you"], "query": [request], "query_0": [request], "history": [[]], "forbid": [[]]})
+    res = retrieve(state)
+    question = answer = None
+    for t in range(turns + 1):
+        top = res.sort_values("rank").head(show)
+        books = index.books_of(top["docno"].astype(str).tolist()) if len(top) else top.assign(title=[])
+        titles = [_line(b) for _, b in books.iterrows()]
+        row = {"turn": t, "question": question, "answer": answer, "query": state.loc[0, "query"],
+               "shown": list(books["docno"].astype(str)) if len(top) else [], "found": None}
+        session.rows.append(row)
+        say(f"\nTurn {t}: the likeliest books now" if titles else f"\nTurn {t}: nothing found yet")
+        for i, title in enumerate(titles, 1):
+            say(f"  {i}. {title}")
+        reply = (read("Is your book here? Its number ends the search; Enter asks another question; q stops.\n> ")
+                 or "").strip().lower()
+        if reply.isdigit() and 1 <= int(reply) <= len(titles):
+            row["found"] = session.found = str(books.iloc[int(reply) - 1]["docno"])
+            session.title = str(books.iloc[int(reply) - 1]["title"])
+            say(f"Found: {session.title}")
+            return session
+        if reply in STOP_WORDS or t == turns:
+            break
+        cands = {"you": (res.sort_values("rank")["docno"].astype(str).tolist(),
+                         res.sort_values("rank")["prob"].to_numpy(float))}
+        question = clarifier.ask(state, cands, turn=t + 1)[0][0]
+        answer = user.answer([question])[0]
+        state["history"] = [state.loc[0, "history"] + [(question, answer)]]
+        res = update_belief(posterior, retrieve, state, res, [question], [answer])
+    say("Search ended without the book." if session.found is None else "")
+    return session
+
+
+# -- the terminal: pyterrier-tot ask ----------------------------------------------------------------------------------
+def add_ask_parser(sub) -> None:
+    """The ``ask`` subcommand of ``pyterrier-tot`` (added by :func:`pyterrier_tot.submission.cli.build_parser`)."""
+    s = sub.add_parser("ask", help="find a book by answering clarification questions (interactive)")
+    where = s.add_mutually_exclusive_group(required=True)
+    where.add_argument("--index", help="a BookIndex folder")
+    where.add_argument("--dataset", help="a dataset name, e.g. reddit-tomt-books (its index is built if needed)")
+    s.add_argument("--retriever", choices=["bm25", "dense"], default=None,
+                   help="bm25, or dense with --model (default: dense when --model is given, else bm25)")
+    s.add_argument("--model", help="dense retriever model (name or folder)")
+    s.add_argument("--request", help="your description of the book (asked for when left out)")
+    s.add_argument("--turns", type=int, default=5, help="at most this many questions (default 5)")
+    s.add_argument("--show", type=int, default=5, help="titles shown each turn (default 5)")
+    s.add_argument("--posterior", choices=["language", "explicit"], default="language",
+                   help="language: your answers, then the request (default); explicit: Bayes' rule")
+    s.add_argument("--llm-model", help="an OpenAI-compatible model that writes the questions (default: generic "
+                                       "questions, no LLM)")
+    s.add_argument("--base-url", help="the LLM server's URL (with --llm-model)")
+    s.add_argument("--gguf", help="a GGUF file served locally by llama.cpp to write the questions")
+    s.add_argument("--transcript", help="write the session (JSON) here")
+    s.set_defaults(func=cmd_ask)
+
+
+def cmd_ask(args) -> int:
+    import contextlib
+
+    from pyterrier_tot.index import BookIndex
+
+    if args.index:
+        index = BookIndex(args.index)
+    else:
+        import pyterrier_tot as ptt
+
+        index = ptt.BookIndex(ptt.get_dataset(args.dataset))
+    kind = args.retriever or ("dense" if args.model else "bm25")
+    retriever = index.dense(args.model, num_results=100) if kind == "dense" else index.bm25(num_results=100)
+    posterior = (ExplicitPosterior(index.dense_scorer(args.model)) if args.posterior == "explicit"
+                 else LanguagePosterior())
+    with contextlib.ExitStack() as stack:
+        clarifier = None
+        if args.gguf or args.llm_model:
+            from pyterrier_tot.llm import LLM, LlamaServer
+
+            if args.gguf:
+                llm = stack.enter_context(LlamaServer(model_path=args.gguf, n_threads=1)).llm(verbose=False)
+            else:
+                llm = LLM(model=args.llm_model, base_url=args.base_url, verbose=False)
+            clarifier = Clarifier(llm, index, pool_size=8)
+        session = interactive_search(retriever, index, request=args.request, clarifier=clarifier,
+                                     posterior=posterior, turns=args.turns, show=args.show)
+    if args.transcript:
+        session.to_json(args.transcript)
+        print(f"transcript written to {args.transcript}", flush=True)
+    return 0

@@ -1,0 +1,157 @@
+"""A person plays: ``interactive_search`` and ``HumanUser`` driven by scripted input, the ``pyterrier-tot ask``
+command driven through a pipe and through a pseudo-terminal, and ``input()`` inside a real Jupyter kernel."""
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest import TINY_BOOKS  # noqa: E402
+
+import pyterrier_tot as ptt  # noqa: E402
+from pyterrier_tot.clarinet import ClarificationGame, Clarifier, FirstSelection, HumanUser  # noqa: E402
+from pyterrier_tot.clarinet.simulator import NO_MEMORY  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+REQUEST = "a scary night somewhere old"
+LIGHTHOUSE = "a ghost keeper climbs the stairs of a lighthouse"
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    return ptt.BookIndex(pd.DataFrame(TINY_BOOKS), path=tmp_path_factory.mktemp("interactive") / "index")
+
+
+def scripted(lines, prompts=None):
+    it = iter(lines)
+
+    def read(prompt=""):
+        if prompts is not None:
+            prompts.append(prompt)
+        return next(it)
+    return read
+
+
+def env():
+    return {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1"}
+
+
+def test_interactive_search_asks_shows_titles_and_stops_when_the_book_is_found(index):
+    prompts, said = [], []
+    session = ptt.interactive_search(index.bm25(num_results=6), index, input=scripted(
+        [REQUEST, "", LIGHTHOUSE, "1"], prompts), output=said.append)
+    assert session.found == "b5" and session.title == "The Haunted Lighthouse" and session.turns == 1
+    tr = session.transcript
+    assert tr["turn"].tolist() == [0, 1] and tr.loc[1, "answer"] == LIGHTHOUSE
+    assert tr.loc[1, "question"] == prompts[2].splitlines()[0]  # the question the person was asked
+    assert tr.loc[1, "shown"][0] == "b5" and tr.loc[1, "found"] == "b5"
+    assert tr.loc[1, "query"].endswith(REQUEST) and LIGHTHOUSE in tr.loc[1, "query"]
+    assert any("The Haunted Lighthouse (Fay Lorne, 2001)" in s for s in said) and said[-1].startswith("Found")
+
+
+def test_the_person_can_stop_or_run_out_of_questions(index):
+    session = ptt.interactive_search(index.bm25(num_results=6), index, request=REQUEST,
+                                     input=scripted(["q"]), output=lambda s: None)
+    assert session.found is None and session.turns == 0
+    session = ptt.interactive_search(index.bm25(num_results=6), index, request=REQUEST, turns=2,
+                                     input=scripted(["", "", "", "", ""]), output=lambda s: None)
+    assert session.turns == 2 and session.found is None
+    assert session.transcript["answer"].tolist()[1:] == [NO_MEMORY, NO_MEMORY]  # an empty reply is no memory
+    with pytest.raises(ptt.BadInputError, match="empty"):
+        ptt.interactive_search(index.bm25(), index, input=scripted(["  "]), output=lambda s: None)
+
+
+def test_a_human_user_plays_a_game(index):
+    qrels = pd.DataFrame({"qid": ["q"], "docno": ["b5"], "label": [1]})
+    clarifier = Clarifier(None, index, pool=["Where was it set?", "Who was in it?"], selection=FirstSelection())
+    game = ClarificationGame(index.bm25(num_results=6), clarifier, HumanUser(scripted([LIGHTHOUSE, ""])), qrels,
+                             turns=2, k=6, verbose=False)
+    game.play(pd.DataFrame({"qid": ["q"], "query": [REQUEST]}))
+    tr = game.transcript
+    assert tr["answer"].tolist()[1:] == [LIGHTHOUSE, NO_MEMORY] and tr["gold_rank"].tolist()[-1] == 1
+
+
+def cli(index_path, *extra):
+    return [sys.executable, "-m", "pyterrier_tot.submission.cli", "ask", "--index", str(index_path), "--turns", "3",
+            *extra]
+
+
+def test_pyterrier_tot_ask_reads_a_pipe(index, tmp_path):
+    out = tmp_path / "session.json"
+    run = subprocess.run(cli(index.path, "--transcript", str(out)), input=f"{REQUEST}\n\n{LIGHTHOUSE}\n1\n",
+                         capture_output=True, text=True, timeout=120, cwd=ROOT, env=env())
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "Describe the book" in run.stdout and "Turn 1: the likeliest books now" in run.stdout
+    assert "Found: The Haunted Lighthouse" in run.stdout
+    saved = json.loads(out.read_text())
+    assert saved["found"] == "b5" and saved["transcript"][1]["answer"] == LIGHTHOUSE
+
+
+def test_pyterrier_tot_ask_in_a_terminal(index, tmp_path):
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(cli(index.path, "--request", REQUEST), stdin=slave, stdout=slave, stderr=slave,
+                            cwd=ROOT, env={**env(), "TERM": "dumb"}, close_fds=True)
+    os.close(slave)
+    seen, replies = b"", [b"\n", LIGHTHOUSE.encode() + b"\n", b"1\n"]
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:
+                    break
+                seen += chunk
+                while replies and seen.count(b"> ") > 3 - len(replies):  # one reply per prompt shown
+                    os.write(master, replies.pop(0))
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    text = seen.decode("utf8", "replace")
+    assert proc.returncode == 0, text[-2000:]
+    assert "Is your book here?" in text and "Found: The Haunted Lighthouse" in text
+
+
+def test_input_inside_a_jupyter_kernel(index):
+    jupyter_client = pytest.importorskip("jupyter_client")
+    pytest.importorskip("ipykernel")
+    km = jupyter_client.KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(ROOT), env=env())
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=120)
+        replies, prompts, printed = ["", LIGHTHOUSE, "1"], [], []
+
+        def on_input(msg):
+            prompts.append(msg["content"]["prompt"])
+            kc.input(replies.pop(0))
+
+        def on_output(msg):
+            if msg["msg_type"] == "stream":
+                printed.append(msg["content"]["text"])
+
+        code = ("import pyterrier_tot as ptt\n"
+                f"index = ptt.BookIndex({str(index.path)!r})\n"
+                f"session = ptt.interactive_search(index.bm25(num_results=6), index, request={REQUEST!r})\n"
+                "print(session)")
+        reply = kc.execute_interactive(code, allow_stdin=True, stdin_hook=on_input, output_hook=on_output,
+                                       timeout=180)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    assert len(prompts) == 3 and prompts[1].startswith("What else do you remember")
+    assert "SearchSession(1 question(s), found 'The Haunted Lighthouse')" in "".join(printed)
