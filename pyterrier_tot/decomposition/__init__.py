@@ -1,4 +1,5 @@
 """Query decomposition: clues per field (LLM or rules), one expert per field, and their weighted fusion."""
+from pyterrier_tot.decomposition.bases import TrainingSet
 from pyterrier_tot.decomposition.clue_decomposer import ClueDecomposer
 from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, CLUE_FIELDS, FIELD_FOR_CLUE, YEAR_COLUMN, clue_column
 from pyterrier_tot.decomposition.date_expert import DateExpert
@@ -16,7 +17,6 @@ from pyterrier_tot.decomposition.pipeline import (
                                                          DecompositionPipeline,
                                                          decomposition_pipeline,
 )
-from pyterrier_tot.decomposition.bases import TrainingSet
 from pyterrier_tot.decomposition.recipe import fine_tuned_base, tuned_pipeline, tuning_split
 from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor, extract_clues
 from pyterrier_tot.decomposition.weighted_fuser import FuserWeights, WeightedFuser

@@ -39,6 +39,7 @@ import pandas as pd
 
 from pyterrier_tot._artifact import META_FILE, building, read_meta, write_meta
 from pyterrier_tot._util import cache_dir, is_missing, require_columns
+from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column
 from pyterrier_tot.models import TRAINING_FILE, BiEncoderModel
 
@@ -232,7 +233,6 @@ def _fit(model, loader, loss, epochs: int, steps: int, schedule_steps: int, warm
     LayerNorm, linear warm-up then decay over ``schedule_steps``, gradients clipped at norm 1), run for ``epochs``
     epochs of ``steps``; ``amp``: forward passes under bfloat16 autocast (weights and optimiser stay fp32).
     ``on_epoch(e, mean_loss)`` runs after epoch ``e`` (1-based); ``desc``: the progress bar's label (None: no bar)."""
-    import pyterrier as pt
     import torch
     import transformers
 
@@ -245,8 +245,9 @@ def _fit(model, loader, loss, epochs: int, steps: int, schedule_steps: int, warm
                                                              num_training_steps=schedule_steps)
     loader.collate_fn = model.smart_batching_collate
     batches = iter(loader)
-    # one bar over all steps, redrawn at most every 30 s: a log file gets a line per half minute, not per step
-    bar = pt.tqdm(total=epochs * steps, desc=desc, unit="step", mininterval=30, disable=desc is None)
+    # one labelled bar over all steps, redrawn at most every 30 s: a log file gets a line per half minute, not per step
+    bar = progress_bar(total=epochs * steps, desc=desc or "training", unit="step", training=True, mininterval=30,
+                       disable=desc is None)
     for epoch in range(1, epochs + 1):
         loss.zero_grad()
         loss.train()
