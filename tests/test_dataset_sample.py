@@ -79,14 +79,16 @@ def test_env_variable_samples_get_dataset(reddit, monkeypatch):
 def test_nothing_built_on_a_sample_takes_the_full_data_name(reddit, reddit_index):
     """The index folder, the recipe's fine-tuned base and its fitted weights are keyed by the data set's name
     and corpus: a sample can never be found where the full data's are looked up."""
-    from pyterrier_tot.decomposition.recipe import _model_dir, _weights_path
+    from pyterrier_tot.decomposition.bases import base_dir
+    from pyterrier_tot.decomposition.recipe import _weights_path
 
     small = ptt.get_dataset("reddit-tomt-books", sample=5)
     assert len(small.get_topics("validation")) == 5 and len(small.get_topics("train")) == 305
     small_index = ptt.BookIndex(small)
     assert small_index.fingerprint != reddit_index.fingerprint and small_index.path != reddit_index.path
     assert len(small_index) < len(reddit_index)
-    assert _model_dir(small.name, 300) != _model_dir(reddit.name, 300)
+    for model in ("minilm", "mpnet"):
+        assert base_dir(small, model, 300) != base_dir(reddit, model, 300)
     full_w = _weights_path(reddit.name, reddit_index, None, 300, 0, 100, 50)
     assert _weights_path(small.name, small_index, None, 300, 0, 100, 50) != full_w
     # even a sample whose name were the full one would get other weights: the corpus fingerprint is in the key
