@@ -102,8 +102,29 @@ def resolve_model(name=None) -> str:
 
 
 #: Encoding precisions: ``fp32`` (the weights as trained) and ``bf16`` (weights and activations in bfloat16;
-#: about 2.4x faster on CPUs with AMX / AVX512-BF16, vectors at cosine > 0.99 to fp32; see docs/speed.rst).
+#: about 2.4x faster on CPUs with AMX / AVX512-BF16 and 3x *slower* without them, vectors at cosine > 0.99 to fp32;
+#: see :func:`native_bf16` and docs/speed.rst).
 PRECISIONS = ("fp32", "bf16")
+
+
+def native_bf16() -> bool:
+    """True where bfloat16 arithmetic runs in hardware: a CUDA device, or a CPU with AMX or AVX512-BF16. Elsewhere
+    torch emulates it, and bf16 encoding or autocast is about 3x *slower* than fp32 (measured on a 2-core AVX-512
+    Xeon without either), so the library's "auto" settings pick fp32 there."""
+    import torch
+
+    if torch.cuda.is_available():
+        return True
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf8", errors="replace").split()
+    except OSError:  # not Linux: no cheap way to tell, and fp32 is never the slow choice
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def auto_precision(precision: str = "auto") -> str:
+    """``precision`` resolved: ``"auto"`` is ``"bf16"`` where :func:`native_bf16`, else ``"fp32"``."""
+    return ("bf16" if native_bf16() else "fp32") if precision == "auto" else check_precision(precision)
 
 
 def check_precision(precision) -> str:

@@ -125,6 +125,23 @@ def test_base_settings_and_folders(tmp_path, monkeypatch):
         bases.as_bases([])
 
 
+def test_amp_auto_follows_the_hardware(tmp_path, monkeypatch):
+    """bf16 autocast is emulated (3x slower) on a CPU without AMX / AVX512-BF16: "auto" picks it only where it is
+    native, and the folder name says what was trained."""
+    import pyterrier_tot.models as models
+
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
+    assert bases.BASE_SETTINGS["mpnet"]["amp"] == "auto"
+    for native in (False, True):
+        monkeypatch.setattr(models, "native_bf16", lambda native=native: native)
+        assert bases.base_settings("mpnet")["amp"] is native
+        assert bases.base_dir(TinyDataset(), "mpnet", 4).name.endswith(("-bf16-e1of1" if native else "-lr2e-05-e1of1"))
+        assert models.auto_precision() == ("bf16" if native else "fp32")
+    assert models.auto_precision("fp32") == "fp32"
+    with pytest.raises(ValueError, match="precision"):
+        models.auto_precision("fp16")
+
+
 def test_base_grid_saves_every_epoch_and_choose_base_picks_on_the_slice(index, tmp_path, monkeypatch):
     monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
     ds = TinyDataset()

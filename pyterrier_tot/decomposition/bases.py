@@ -48,8 +48,10 @@ from pyterrier_tot.decomposition.protocol import (
 #: named here trains with the MiniLM settings.
 BASE_SETTINGS: Dict[str, dict] = {
     "minilm": {"lr": 2e-5, "epoch": 1, "schedule": 1, "amp": False, "precision": "fp32"},
-    "mpnet": {"lr": 2e-5, "epoch": 1, "schedule": 1, "amp": True, "precision": "fp32"},
+    "mpnet": {"lr": 2e-5, "epoch": 1, "schedule": 1, "amp": "auto", "precision": "fp32"},
 }
+#: ``amp="auto"``: bfloat16 autocast only where the hardware runs bf16 natively (:func:`~pyterrier_tot.models.
+#: native_bf16`); on a CPU without AMX / AVX512-BF16 it is emulated and a training step was 3x slower than fp32.
 #: Settings shared by every base (the MiniLM protocol); any of them can be overridden per call.
 COMMON = {"batch_size": 16, "max_seq_length": 256, "warmup_ratio": 0.1, "seed": 42}
 
@@ -62,6 +64,10 @@ def base_settings(model: str = "minilm", **overrides) -> dict:
     """The full training settings of base ``model`` (:data:`BASE_SETTINGS` + :data:`COMMON`), with ``overrides``
     (``lr``, ``epoch``, ``schedule``, ``amp``, ``batch_size``, ``max_seq_length``, ``max_steps``, ...)."""
     cfg = {**COMMON, **BASE_SETTINGS.get(str(model).lower(), BASE_SETTINGS["minilm"]), **overrides}
+    if cfg["amp"] == "auto":
+        from pyterrier_tot.models import native_bf16
+
+        cfg["amp"] = native_bf16()
     if not 1 <= cfg["epoch"] <= cfg["schedule"]:
         raise ValueError(f"base settings need 1 <= epoch <= schedule, got epoch={cfg['epoch']}, "
                          f"schedule={cfg['schedule']}")

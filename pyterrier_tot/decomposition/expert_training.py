@@ -341,7 +341,10 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
     np.random.seed(seed)
     torch.manual_seed(seed)
     # a fresh copy, never the cached instance of models.load_sentence_transformer (training mutates it)
-    model = SentenceTransformer(resolve_model(base_model), device="cpu")
+    from pyterrier_tot.bars import quiet_loading
+
+    with quiet_loading():
+        model = SentenceTransformer(resolve_model(base_model), device="cpu")
     model.max_seq_length = max_seq_length
     loader = DistinctTextBatches([InputExample(texts=list(ex)) for ex in pairs], batch_size=batch_size)
     steps = len(loader) if not max_steps else min(max_steps, len(loader))
