@@ -35,6 +35,7 @@ import pyterrier_tot as ptt  # noqa: E402
 from pyterrier_tot import generative as gen  # noqa: E402
 from pyterrier_tot._util import cache_dir  # noqa: E402
 from pyterrier_tot.decomposition import recipe  # noqa: E402
+from pyterrier_tot.models import auto_precision  # noqa: E402  (bf16 only where the hardware runs it)
 
 warnings.filterwarnings("ignore")
 NAME = "generative"
@@ -47,8 +48,8 @@ PSEUDO_FILE = cache_dir() / "generative" / "pseudo_queries_qwen.jsonl"
 
 #: The settings of a trained variant; each row of the ablation changes some of them.
 DEFAULTS = {"ids": "semantic", "pairs": "cheap", "encoder": "ft", "states": "pooled", "train_encoder": 0,
-            "epochs": 20, "lr": 1e-3, "batch_size": 64, "layers": 2, "source_tokens": 256, "precision": "bf16",
-            "schedule": "linear", "seed": 0}
+            "epochs": 20, "lr": 1e-3, "batch_size": 64, "layers": 2, "source_tokens": 256,
+            "precision": auto_precision(), "schedule": "linear", "seed": 0}
 ROWS = {
     "sem-cheap-ft": {},
     "title-cheap-ft": {"ids": "title"},
@@ -207,10 +208,10 @@ def save_row(row: dict) -> None:
 # ------------------------------------------------------------------------------------------- zero-shot LMs
 def lm_backbone(which: str):
     if which == "smollm2":
-        return gen.smollm2(dtype="bf16")
+        return gen.smollm2(dtype=auto_precision())
     from fetch_models import qwen_gguf
 
-    return gen.gguf_lm(qwen_gguf(), dtype="bf16", name="Qwen2.5-Coder-1.5B-Instruct")
+    return gen.gguf_lm(qwen_gguf(), dtype=auto_precision(), name="Qwen2.5-Coder-1.5B-Instruct")
 
 
 def run_genre(which: str, ds, index, limit=None, only=None, chunk: int = 20) -> list:
