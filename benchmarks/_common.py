@@ -27,10 +27,11 @@ def machine() -> dict:
             "date": time.strftime("%Y-%m-%d %H:%M")}
 
 
-def write_results(name: str, payload: dict, markdown: str) -> None:
+def write_results(name: str, payload: dict, markdown: str, indent=2) -> None:
+    """``indent=None``: one line of JSON, for payloads with per-query columns (a number a line is megabytes)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     payload = {"benchmark": name, "machine": machine(), **payload}
-    (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2, default=str))
+    (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=indent, default=str))
     (RESULTS / f"{name}.md").write_text(markdown)
     print(f"wrote {RESULTS / (name + '.json')} and {RESULTS / (name + '.md')}")
 

@@ -104,7 +104,7 @@ def run_games(games, topics, qrels, payload, section):
         perq = per_query({name: game}, topics, qrels)
         table = turn_table({name: game}, topics, qrels, perq=perq)
         tr = game.transcript.drop(columns=["prompt", "pool"])
-        out[name] = {"table": table.to_dict("records"), "perquery": perq.to_dict("records"),
+        out[name] = {"table": table.to_dict("records"), "perquery": perq.to_dict("list"),
                      "paired": paired_table(perq, split=True).to_dict("records"),
                      "seconds": round(time.perf_counter() - t0, 1),
                      "example": tr[tr["qid"] == tr["qid"].iloc[0]].to_dict("records") if len(tr) else []}
@@ -290,6 +290,10 @@ def section_md(title, sec, turns_note):
 
 
 def write(payload):
+    for sec in ("tuning", "nonllm", "llm"):  # per-query columns, not records: a third of the size
+        for g in payload.get(sec, {}).get("games", {}).values():
+            if isinstance(g.get("perquery"), list):
+                g["perquery"] = pd.DataFrame(g["perquery"]).to_dict("list")
     md = ["# CLARINET clarification games (Reddit-TOMT Books)", "",
           "Retriever: the recipe's fine-tuned MiniLM (`recipe.fine_tuned_base`), top 100; belief: softmax at T = 0.05 "
           "over those 100. Turn 0 is the same retrieval run for every condition (the same-run baseline); every "
@@ -317,7 +321,7 @@ def write(payload):
                          f"Chosen: explicit posterior tau = {ch.get('tau')} (scores {ch.get('tau_scores')}); "
                          f"language posterior combine = {ch.get('combine')!r} (scores {ch.get('combine_scores')}). "
                          f"The non-LLM validation phase ran with tau = {payload.get('nonllm_tau')}.")
-    _common.write_results(NAME, payload, "\n".join(md))
+    _common.write_results(NAME, payload, "\n".join(md), indent=None)
     plot(payload)
 
 
