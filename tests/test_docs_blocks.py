@@ -9,12 +9,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import docs_runner as dr  # noqa: E402
 
-#: Pages other engineers are rewriting now; their blocks join the runner when they land (the lead removes these).
-PENDING = {
-    "docs/clarinet.rst": "being rewritten in issue 23 (UtilitySelection in use); runs once that lands",
-    "docs/generative.rst": "being rewritten in issue 25; runs once that lands",
-    "docs/strong_retrievers.rst": "being rewritten in issue 24; runs once that lands",
-}
+#: Pages other engineers are rewriting now (path: reason); their blocks join the runner when they land.
+PENDING: dict = {}
 
 
 def _rel(path: Path) -> str:
