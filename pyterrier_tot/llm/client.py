@@ -42,23 +42,28 @@ message (a server error that echoes it is scrubbed); user name and password in `
 from __future__ import annotations
 
 import dataclasses
-import errno
 import json
 import os
 import random
-import socket
 import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
-from urllib.parse import urlsplit, urlunsplit
 
 from pyterrier_tot._util import cache_dir
 from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.errors import LLMConfigurationError, LLMFailure, LLMUnavailableError
 from pyterrier_tot.llm.cache import LLMCache, request_key
+from pyterrier_tot.llm.endpoint import (  # noqa: F401  (default_identity, OPENAI_ENDPOINT: public here too)
+    OPENAI_ENDPOINT,
+    _retry_after,
+    _safe_url,
+    _status,
+    _unreachable,
+    default_identity,
+)
 from pyterrier_tot.policy import check_int, check_number
 
 Messages = List[Dict[str, str]]
@@ -70,7 +75,6 @@ ENV_MODEL = "PYTERRIER_TOT_LLM_MODEL"
 
 #: Seconds before the one retry of a request whose connection was refused or whose host did not resolve.
 CONNECT_RETRY_DELAY = 1.0
-_UNREACHABLE_ERRNOS = {errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH}
 
 
 @dataclasses.dataclass
@@ -95,56 +99,6 @@ class LLMUsage:
 
     def as_dict(self) -> Dict[str, Union[int, float]]:
         return dataclasses.asdict(self)
-
-
-def _status(exc: BaseException) -> Optional[int]:
-    return getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
-
-
-def _retry_after(exc: BaseException) -> Optional[float]:
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    try:
-        value = headers.get("retry-after") if headers is not None else None
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _unreachable(exc: BaseException) -> Optional[str]:
-    """Why no connection could be made at all (refused, unknown host, no route), or None for other errors.
-    The HTTP client wraps the socket error a few levels deep, so the whole cause chain is searched."""
-    seen = set()
-    e: Optional[BaseException] = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, socket.gaierror):
-            return f"its host name does not resolve ({e.strerror or e})"
-        if isinstance(e, OSError) and e.errno in _UNREACHABLE_ERRNOS:
-            return ("the connection was refused (nothing listens there)" if e.errno == errno.ECONNREFUSED
-                    else f"the host cannot be reached ({os.strerror(e.errno)})")
-        e = e.__cause__ or e.__context__
-    return None
-
-
-def _safe_url(url: str) -> str:
-    """``url`` with any user name, password or query string masked (they can hold credentials)."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = "***@" + netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", ""))
-
-
-#: The endpoint of ``base_url=None`` (the OpenAI client's default).
-OPENAI_ENDPOINT = "https://api.openai.com/v1"
-
-
-def default_identity(model: str, base_url: Optional[str]) -> str:
-    """``model@endpoint``: the cache identity of a model behind an OpenAI-compatible URL (credentials and query
-    strings masked, trailing slash dropped, scheme and host lower-cased)."""
-    parts = urlsplit(base_url or OPENAI_ENDPOINT)
-    url = urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path.rstrip("/"), parts.query, ""))
-    return f"{model}@{_safe_url(url)}"
 
 
 def _first_token_logprobs(choice) -> Dict[str, float]:
