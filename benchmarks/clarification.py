@@ -192,7 +192,8 @@ def phase_llm(env, payload, args):
     topics = env.ds.get_topics("validation").sample(frac=1.0, random_state=0).head(args.llm_n)
     qrels = env.ds.get_qrels("validation")
     sec = payload.setdefault("llm", {"games": {}, "cost": {}})
-    sec.update({"n": len(topics), "pool": args.pool, "utility_k": args.utility_k})
+    sec.update({"n": len(topics), "pool": args.pool, "utility_k": args.utility_k,
+                "logprob_n": min(args.logprob_n or len(topics), len(topics))})
     server = LlamaServer(model_path=args.gguf, n_threads=args.threads, n_ctx=4096) if args.gguf else None
     try:
         if server is not None:
@@ -210,17 +211,18 @@ def phase_llm(env, payload, args):
             return Clarifier(llm, env.index, pool_size=args.pool, selection=RandomSelection(), encoder=env.encode,
                              query_chars=800, description_chars=250)
 
-        def timed(label, make):
+        def timed(label, make, played=topics):
             if label not in args.llm_conditions.split(",") and args.llm_conditions != "all":
                 return
             u0 = llm.usage.as_dict()
             t0 = time.perf_counter()
             game = make()
-            run_games({label: game}, topics, qrels, sec, "games")
+            run_games({label: game}, played, qrels, sec, "games")
             u1 = llm.usage.as_dict()
             cost = {k: round(u1[k] - u0[k], 1) for k in ("calls", "cache_hits", "prompt_tokens",
                                                          "completion_tokens", "failures")}
             cost["seconds"] = round(time.perf_counter() - t0, 1)
+            cost["queries"] = len(played)
             c = game.clarifier
             cost.update({"question_leaks": c.leaks, "copied_examples": c.copied, "duplicates": c.duplicates,
                          "fallback_questions": c.fallbacks})
@@ -256,9 +258,12 @@ def phase_llm(env, payload, args):
         timed("LLM pools + random + oracle + language", lambda: env.game("x", qrels, env.oracle, None, clar()))
         timed("LLM pools + random + LLM user + LLM language", lambda: env.game(
             "x", qrels, UserSimulator(llm, env.index, max_tokens=40), LanguagePosterior(llm, max_tokens=80), clar()))
+        # one request per question x candidate x turn: the log-prob conditions play the first --logprob-n queries
+        # (compared with the other conditions on the queries both played)
         for rule in ("eig", "kl"):
             timed(f"LLM pool {rule} (LLM log-probs) + oracle + language",
-                  lambda r=rule: env.game(r, qrels, env.oracle, None, clar(r, cached, likelihood=True)))
+                  lambda r=rule: env.game(r, qrels, env.oracle, None, clar(r, cached, likelihood=True)),
+                  played=topics.head(args.logprob_n or len(topics)))
     finally:
         if server is not None:
             server.stop()
@@ -307,7 +312,8 @@ def write(payload):
     if llm.get("games"):
         md += section_md(f"LLM conditions: {llm.get('model')}", llm,
                          f"{llm.get('n')} validation queries (a fixed random sample), pools of {llm.get('pool')} "
-                         f"questions at T = 0.8, EIG / KL over the top {llm.get('utility_k')} candidates.")
+                         f"questions at T = 0.8, EIG / KL over the top {llm.get('utility_k')} candidates; "
+                         f"the log-prob conditions played the first {llm.get('logprob_n', llm.get('n'))} of them.")
         md += ["### Cost of each LLM condition", "", "```", json.dumps({"turn-1 pools": llm.get("pools", {}).get(
             "cost"), **llm.get("cost", {})}, indent=1), "```", ""]
     md += comparisons(payload)
@@ -401,6 +407,8 @@ def main():
     ap.add_argument("--pool", type=int, default=20)
     ap.add_argument("--utility-k", type=int, default=3)
     ap.add_argument("--llm-conditions", default="all")
+    ap.add_argument("--logprob-n", type=int, default=0,
+                    help="queries for the log-prob EIG / KL conditions (the first of the LLM sample; 0: all)")
     ap.add_argument("--gguf", help="a GGUF file served by llama.cpp (LlamaServer)")
     ap.add_argument("--model", help="an OpenAI-compatible model name (with --base-url)")
     ap.add_argument("--base-url")
