@@ -314,8 +314,7 @@ def write(payload):
                          f"{llm.get('n')} validation queries (a fixed random sample), pools of {llm.get('pool')} "
                          f"questions at T = 0.8, EIG / KL over the top {llm.get('utility_k')} candidates; "
                          f"the log-prob conditions played the first {llm.get('logprob_n', llm.get('n'))} of them.")
-        md += ["### Cost of each LLM condition", "", "```", json.dumps({"turn-1 pools": llm.get("pools", {}).get(
-            "cost"), **llm.get("cost", {})}, indent=1), "```", ""]
+        md += cost_table(llm)
     md += comparisons(payload)
     if payload.get("nonllm", {}).get("games"):
         md += paper_table(payload)
@@ -331,7 +330,8 @@ def write(payload):
     plot(payload)
 
 
-#: (section, condition, against): conditions compared with each other at the last turn, per query
+#: (section, condition, against[, the against's section]): conditions compared at the last turn, per query (on the
+#: queries both played)
 PAIRS = [("nonllm", "generic + oracle + language", "generic + oracle + explicit"),
          ("nonllm", "generic + oracle + language", "generic + oracle + language replace (paper)"),
          ("nonllm", "generic + oracle + explicit", "generic + oracle + explicit tau=0.05 (old)"),
@@ -345,16 +345,44 @@ PAIRS = [("nonllm", "generic + oracle + language", "generic + oracle + explicit"
          ("llm", "LLM pool eig (LLM log-probs) + oracle + language", "LLM pool random + oracle + language"),
          ("llm", "LLM pool kl (LLM log-probs) + oracle + language", "LLM pool random + oracle + language"),
          ("llm", "LLM pool eig (LLM log-probs) + oracle + language", "LLM pool eig + oracle + language"),
-         ("llm", "LLM pools + random + oracle + language", "LLM pool random + oracle + language")]
+         ("llm", "LLM pools + random + oracle + language", "LLM pool random + oracle + language"),
+         ("llm", "LLM pool random + oracle + language", "generic + oracle + language", "nonllm"),
+         ("llm", "LLM pool kl + oracle + language", "generic + oracle + language", "nonllm"),
+         ("llm", "LLM pools + random + LLM user + LLM language", "generic + oracle + language", "nonllm"),
+         ("llm", "LLM pools + random + LLM user + LLM language", "LLM pool random + oracle + language")]
+
+
+COST_COLS = [("queries", "queries"), ("calls", "LLM calls"), ("cache_hits", "cache hits"),
+             ("prompt_tokens", "prompt tokens"), ("completion_tokens", "completion tokens"), ("seconds", "wall s"),
+             ("leaks", "questions dropped (leak)"), ("question_leaks", "questions dropped (leak)"),
+             ("copied_examples", "copied examples"), ("fallback_questions", "fallback questions"),
+             ("answer_leaks", "answers redacted"), ("answers_withheld", "answers withheld"),
+             ("likelihood_fallbacks", "kernel fallbacks")]
+
+
+def cost_table(llm):
+    """The LLM cost of the shared turn-1 pools and of each condition, one line each."""
+    rows = {"turn-1 pools (shared by the cached-pool conditions)": {**llm.get("pools", {}).get("cost", {}),
+                                                                   "queries": llm.get("n")},
+            **llm.get("cost", {})}
+    heads = list(dict.fromkeys(h for _, h in COST_COLS))
+    lines = ["### Cost of each LLM condition", "", "| condition | " + " | ".join(heads) + " |",
+             "|---|" + "---|" * len(heads)]
+    for name, c in rows.items():
+        cells = {h: c[k] for k, h in COST_COLS if k in c}
+        lines.append(f"| {name} | " + " | ".join(str(cells.get(h, "")) for h in heads) + " |")
+    return lines + ["", "A cached-pool condition makes no LLM call of its own: its questions come from the turn-1 "
+                    "pools, its answers from the oracle.", ""]
 
 
 def comparisons(payload):
     rows = []
-    for sec, a, b in PAIRS:
+    for sec, a, b, *other in PAIRS:
         games = payload.get(sec, {}).get("games", {})
-        if a in games and b in games:
+        games_b = payload.get(other[0] if other else sec, {}).get("games", {})
+        if a in games and b in games_b:
             perq = pd.concat([pd.DataFrame(games[a]["perquery"]).assign(name=a),
-                              pd.DataFrame(games[b]["perquery"]).assign(name=b)])
+                              pd.DataFrame(games_b[b]["perquery"]).assign(name=b)])
             c = compare(perq, a, b, int(perq["turn"].max()))
             rows.append(f"| {a} | {b} | {c['n']} | {c['mean_a']:.3f} | {c['mean_b']:.3f} | {c['diff']:+.3f} | "
                         f"{c['better']} / {c['worse']} | {fmt_p(c['p_t'])} | {fmt_p(c['p_wilcoxon'])} |")
