@@ -44,6 +44,58 @@ def _backbone(spec: dict) -> str:
     return f"{enc} ({spec['states']}, {tuned}) + {spec['layers']}-layer decoder"
 
 
+#: (factor, row A, row B): pairs of trained rows that differ in one setting (B is the change)
+FACTORS = [("epochs 5 -> 20", "sem-cheap-ft-e5", "sem-cheap-ft"),
+           ("epochs 20 -> 50", "sem-cheap-ft", "sem-cheap-ft-e50"),
+           ("pairs: + 1,553 real requests (index -> queries)", "sem-index-ft", "sem-queries-ft"),
+           ("pairs: + 17,486 cheap pseudo-queries (queries -> cheap)", "sem-queries-ft", "sem-cheap-ft"),
+           ("pairs: index -> cheap", "sem-index-ft", "sem-cheap-ft"),
+           ("ids: title -> semantic (index pairs)", "title-index-ft", "sem-index-ft"),
+           ("ids: title -> semantic (cheap pairs)", "title-cheap-ft", "sem-cheap-ft"),
+           ("encoder: zero-shot -> fine-tuned MiniLM", "sem-cheap-minilm", "sem-cheap-ft")]
+
+
+def per_query(run, qrels, measure) -> "dict":
+    """{qid: value} of one ir_measures measure (0 for a query the run does not cover)."""
+    import ir_measures
+
+    q = qrels.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"})
+    r = run.rename(columns={"qid": "query_id", "docno": "doc_id"})
+    return {m.query_id: m.value for m in ir_measures.iter_calc([measure], q, r)}
+
+
+def _p(p: float) -> str:
+    return f"{p:.1e}" if p < 0.001 else f"{p:.3f}"
+
+
+def factors(trained, cached_run, splits, ds) -> list:
+    """One line per factor both of whose rows ran: validation Hits@10 / MRR@20 of A and B, B - A, queries
+    better / worse, paired t-test p over the per-query values (all validation queries)."""
+    from ir_measures import RR, Success
+    from scipy import stats
+
+    topics, qrels = splits(ds)["validation"]
+    by = {r["name"]: r for r in trained}
+    out = []
+    for label, a, b in FACTORS:
+        if a not in by or b not in by:
+            continue
+        vals = {}
+        for m, meas in (("Hits@10", Success @ 10), ("MRR@20", RR @ 20)):
+            pa, pb = (per_query(cached_run(f"validation_{by[x]['model']}", None), qrels, meas) for x in (a, b))
+            qids = [str(q) for q in topics["qid"]]
+            va = [pa.get(q, 0.0) for q in qids]
+            vb = [pb.get(q, 0.0) for q in qids]
+            d = [y - x for x, y in zip(va, vb)]
+            p = float(stats.ttest_rel(vb, va).pvalue) if any(abs(x) > 1e-12 for x in d) else 1.0
+            vals[m] = (sum(va) / len(va), sum(vb) / len(vb), sum(d) / len(d), sum(x > 1e-12 for x in d),
+                       sum(x < -1e-12 for x in d), p)
+        h, r = vals["Hits@10"], vals["MRR@20"]
+        out.append([label, f"{a} -> {b}", h[0], h[1], f"{h[2]:+.3f}", f"{h[3]} / {h[4]}", _p(h[5]),
+                    r[0], r[1], f"{r[2]:+.3f}", _p(r[5])])
+    return out
+
+
 def report(data, evaluate, cached_run, splits, work: Path) -> None:
     ds, index, ft = data
     base = baselines(ds, index, ft, cached_run, splits)
@@ -81,6 +133,8 @@ def report(data, evaluate, cached_run, splits, work: Path) -> None:
                     "SmolLM2 cut to 2 blocks, all trained", 6, None, None, g["Hits@10"], g["MRR@20"], g["R@5"],
                     e.get("train_hits10_index:lead"), None, tr.get("seconds"), e.get("decode_s_per_query")])
 
+    fac = factors(trained, cached_run, splits, ds)
+
     zs = []
     for g in genre:
         d = g.get("decode_validation", {})
@@ -114,6 +168,14 @@ in the JSON). own-input Hits@10: 200 book descriptions it was trained on (memori
 
 {_table(["row", "ids", "pairs", "backbone", "epochs", "tuning Hits@10", *METRICS, "own-input Hits@10",
          "train CPU s", "train wall s", "decode CPU s/query"], abl)}
+
+## Which factor moves Hits@10 (validation, rows that differ in one setting)
+
+B - A over all 233 validation queries; better / worse: queries whose Hits@10 rose / fell; p: paired t-test
+over the per-query values (Hits@10 is 0/1 per query).
+
+{_table(["factor", "rows (A -> B)", "Hits@10 A", "Hits@10 B", "B - A", "better / worse", "p",
+         "MRR@20 A", "MRR@20 B", "B - A", "p"], fac)}
 
 ## Zero-shot LLMs, decoding constrained to the corpus' titles
 
