@@ -71,8 +71,10 @@ def _p(p: float) -> str:
 def factors(trained, cached_run, splits, ds) -> list:
     """One line per factor both of whose rows ran: validation Hits@10 / MRR@20 of A and B, B - A, queries
     better / worse, paired t-test p over the per-query values (all validation queries)."""
+    import pandas as pd
     from ir_measures import RR, Success
-    from scipy import stats
+
+    from pyterrier_tot.clarinet.report import paired  # means, B - A, better / worse, paired t-test
 
     topics, qrels = splits(ds)["validation"]
     by = {r["name"]: r for r in trained}
@@ -81,18 +83,15 @@ def factors(trained, cached_run, splits, ds) -> list:
         if a not in by or b not in by:
             continue
         vals = {}
+        qids = [str(q) for q in topics["qid"]]
         for m, meas in (("Hits@10", Success @ 10), ("MRR@20", RR @ 20)):
-            pa, pb = (per_query(cached_run(f"validation_{by[x]['model']}", None), qrels, meas) for x in (a, b))
-            qids = [str(q) for q in topics["qid"]]
-            va = [pa.get(q, 0.0) for q in qids]
-            vb = [pb.get(q, 0.0) for q in qids]
-            d = [y - x for x, y in zip(va, vb)]
-            p = float(stats.ttest_rel(vb, va).pvalue) if any(abs(x) > 1e-12 for x in d) else 1.0
-            vals[m] = (sum(va) / len(va), sum(vb) / len(vb), sum(d) / len(d), sum(x > 1e-12 for x in d),
-                       sum(x < -1e-12 for x in d), p)
+            va, vb = (pd.Series(per_query(cached_run(f"validation_{by[x]['model']}", None), qrels, meas),
+                                dtype=float).reindex(qids, fill_value=0.0) for x in (a, b))
+            vals[m] = paired(vb, va)  # B against A: diff = B - A
         h, r = vals["Hits@10"], vals["MRR@20"]
-        out.append([label, f"{a} -> {b}", h[0], h[1], f"{h[2]:+.3f}", f"{h[3]} / {h[4]}", _p(h[5]),
-                    r[0], r[1], f"{r[2]:+.3f}", _p(r[5])])
+        out.append([label, f"{a} -> {b}", h["mean_b"], h["mean_a"], f"{h['diff']:+.3f}",
+                    f"{h['better']} / {h['worse']}", _p(h["p_t"]), r["mean_b"], r["mean_a"], f"{r['diff']:+.3f}",
+                    _p(r["p_t"])])
     return out
 
 
