@@ -94,18 +94,36 @@ def test_keyphrase_and_template_queries(corpus):
     books, ids = corpus
     keys = gen.keyphrase_queries(books, ids, n=2, seed=3)
     assert (keys["task"] == "retrieve:keyphrases").all() and (keys["target"] == keys["docno"].map(ids)).all()
-    lighthouse = keys.loc[keys.docno == "L", "source"].tolist()
-    assert lighthouse and all("lighthouse" in q and "hatched" in q for q in lighthouse)
     # keyphrases made only of title words are left out: a reader who knew them would know the title
     from pyterrier_tot.generative.pseudo_queries import keyphrases
 
-    assert "lighthouse" in keyphrases(LONG) and "lighthouse" not in keyphrases(LONG, "The Lighthouse")
+    phrases = keyphrases(LONG, "The Keeper's Dragon")
+    assert "lighthouse" in phrases and "lighthouse" not in keyphrases(LONG, "The Lighthouse")
+    assert "dragon" not in phrases and len(phrases) >= 2
+    # each request is up to 4 distinct keyphrases of the book (which 4 depends on TextRank's scores, where ties and
+    # float noise differ between machines, so the test does not name them)
+    lighthouse = keys.loc[keys.docno == "L", "source"].tolist()
+    assert 1 <= len(lighthouse) == len(set(lighthouse)) <= 2
+    for q in lighthouse:
+        parts = q.split(", ")
+        assert len(parts) == min(4, len(phrases)) == len(set(parts)) and set(parts) <= set(phrases)
+    # ties are broken alphabetically, so the order does not hang on the machine
+    from summa import keywords as summa_keywords
+
+    scored = summa_keywords.keywords(LONG, scores=True)
+    tied = [k for k, v in scored if any(k2 != k and round(v, 6) == round(v2, 6) for k2, v2 in scored)]
+    ranked = keyphrases(LONG, limit=100)
+    for a in tied:
+        for b in tied:
+            sa, sb = dict(scored)[a], dict(scored)[b]
+            if a < b and round(sa, 6) == round(sb, 6):
+                assert ranked.index(a) < ranked.index(b)
     tpl = gen.template_queries(books, ids, n=3, seed=3)
     assert len(tpl) == 3 * len(books) and not tpl["source"].str.contains(r"\{").any()
     text = " ".join(LONG.split())
     for q in tpl.loc[tpl.docno == "L", "source"]:  # each holds a span of the description or its keyphrases
         assert any(" ".join(text.split()[i:i + 6]) in q for i in range(len(text.split()) - 6)) or \
-            ("lighthouse" in q and "hatched" in q)
+            sum(k in q for k in phrases) >= 2
         assert ",." not in q
     assert tpl.equals(gen.template_queries(books, ids, n=3, seed=3))
 

@@ -48,9 +48,11 @@ def keyphrases(text: str, title: str = "", limit: int = 8) -> List[str]:
     from summa import keywords
 
     try:
-        found = keywords.keywords(text, split=True)
+        scored = keywords.keywords(text, scores=True)
     except (ValueError, IndexError, ZeroDivisionError):
-        found = []
+        scored = []
+    # ties (equal TextRank scores up to float noise) in alphabetical order, so every machine ranks them alike
+    found = [k for k, _ in sorted(scored, key=lambda ks: (-round(float(ks[1]), 6), ks[0]))]
     title_words = {w.lower() for w in _WORD.findall(title or "")}
     return [k for k in found if not set(_WORD.findall(k.lower())) <= title_words][:limit]
 
