@@ -72,7 +72,14 @@ class FastEvaluator:
         qrels["relevance"] = qrels["relevance"].astype(int)
         return float(ir_measures.calc_aggregate([measure], qrels, run)[measure])
 
+    def measures(self, w: np.ndarray, measures: Sequence) -> np.ndarray:
+        """The value of each of ``measures`` for weights ``w``."""
+        return np.array([self.measure(w, m) for m in measures])
+
     def objective(self, w: np.ndarray, measure) -> float:
+        """``measure`` (or the mean of a list of measures), ties broken by MRR."""
         from ir_measures import RR
 
-        return self.measure(w, measure) + 1e-3 * self.measure(w, RR)
+        main = float(np.mean(self.measures(w, measure))) if isinstance(measure, (list, tuple)) else \
+            self.measure(w, measure)
+        return main + 1e-3 * self.measure(w, RR)

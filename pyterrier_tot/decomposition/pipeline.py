@@ -137,16 +137,52 @@ class CandidateUnion(pt.Transformer):
         return f"CandidateUnion({self.base!r} top {self.k} + {who} top {self.expert_k})"
 
 
+def fill_to_depth(ranked: pd.DataFrame, tail: pd.DataFrame, depth: int) -> pd.DataFrame:
+    """``ranked`` (each query's fused candidates) followed, per query, by the books of ``tail`` (a deeper
+    first-stage ranking) that it does not hold, in the tail's order, up to ``depth`` rows per query. The tail's
+    books score below every fused book, so the top of the ranking is unchanged. Query columns of the tail rows
+    come from the query's fused rows."""
+    if len(tail) == 0 or len(ranked) == 0:
+        return ranked
+    tail = tail[tail["qid"].isin(ranked["qid"])]
+    tail = pt.model.add_ranks(tail[["qid", "docno", "score"]].copy())
+    tail = tail[tail["rank"] < depth]
+    tail = tail.merge(ranked[["qid", "docno"]].assign(_seen=True), on=["qid", "docno"], how="left")
+    tail = tail[tail["_seen"].isna()].drop(columns=["_seen", "score"]).sort_values(["qid", "rank"], kind="stable")
+    if len(tail) == 0:
+        return ranked
+    floor = ranked.groupby("qid")["score"].min()
+    counts = ranked.groupby("qid").size()
+    pos = tail.groupby("qid").cumcount()
+    tail = tail[(pos + tail["qid"].map(counts)) < depth].copy()
+    pos = tail.groupby("qid").cumcount().to_numpy()
+    tail["score"] = tail["qid"].map(floor).to_numpy() - 1.0 - pos / max(depth, 1)
+    query_cols = [c for c in ranked.columns if c not in ("docno", "score", "rank", "features")]
+    tail = tail.drop(columns="rank").merge(ranked[query_cols].drop_duplicates("qid"), on="qid", how="left")
+    out = pd.concat([ranked, tail[[c for c in ranked.columns if c in tail.columns]]], ignore_index=True)
+    return pt.model.add_ranks(out).sort_values(["qid", "rank"], kind="stable").reset_index(drop=True)
+
+
 class DecompositionPipeline(pt.Transformer):
-    """decomposer >> CandidateUnion >> WeightedFuser, with the stages exposed as attributes."""
+    """decomposer >> CandidateUnion >> WeightedFuser, with the stages exposed as attributes.
+
+    ``tail`` / ``depth``: a deeper first-stage ranking (e.g. the base retriever at 1000) whose books are appended
+    below the fused candidates, up to ``depth`` per query (:func:`fill_to_depth`); the fused top is unchanged."""
 
     def __init__(self, decomposer: Optional[pt.Transformer], candidates: CandidateUnion,
-                 experts: Dict[str, pt.Transformer], fuser: WeightedFuser):
+                 experts: Dict[str, pt.Transformer], fuser: WeightedFuser, tail: Optional[pt.Transformer] = None,
+                 depth: Optional[int] = None):
         self.decomposer = decomposer
         self.candidates = candidates
         self.experts = experts
         self.fuser = fuser
         self.base = candidates.base
+        if tail is not None and not isinstance(tail, pt.Transformer):
+            raise TypeError(f"DecompositionPipeline: tail must be a pt.Transformer, not {type(tail).__name__}")
+        if depth is not None and (not isinstance(depth, (int, np.integer)) or isinstance(depth, bool) or depth < 1):
+            raise ValueError(f"DecompositionPipeline: depth must be a positive integer or None, not {depth!r}")
+        self.tail = tail
+        self.depth = None if depth is None else int(depth)
 
     @property
     def pipeline(self) -> pt.Transformer:
@@ -156,12 +192,36 @@ class DecompositionPipeline(pt.Transformer):
             pipe = pipe >> s
         return pipe
 
+    @property
+    def weights_path(self):
+        """The folder of the saved fuser weights (``pt.Artifact.load(dp.weights_path)``), or None when the
+        weights were not loaded from disk."""
+        return self.fuser.path
+
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         # each stage validates its own columns: the decomposer's (or, without one, the candidates') declaration
         # is the pipeline's; the values are checked here, so a bad query fails before any LLM call or retrieval
         if len(inp) and "qid" in inp.columns:
             check_query_frame(inp, repr(self), "query" if "query" in inp.columns else None)
-        return self.pipeline(inp)
+        out = self.pipeline(inp)
+        if self.tail is None or self.depth is None or len(out) == 0:
+            return out
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NoResultsWarning)  # the fused part already reported empty queries
+            deeper = self.tail(inp)
+        return fill_to_depth(out, deeper, self.depth)
+
+    def fit(self, topics: pd.DataFrame, qrels: pd.DataFrame, **fit_kwargs) -> "DecompositionPipeline":
+        """Refit the fuser's weights on ``topics`` / ``qrels`` (held-out queries, never the ones you report):
+        the decomposer and the candidates run once, then :meth:`WeightedFuser.fit` (``metric``, ``floor``, ...
+        in ``fit_kwargs``). The refitted weights live in memory (``dp.fuser.save(path)`` keeps them)."""
+        self.fuser.fit(topics, qrels, candidates=self.pipeline_to_candidates(), **fit_kwargs)
+        self.fuser.path = None
+        return self
+
+    def pipeline_to_candidates(self) -> pt.Transformer:
+        """decomposer >> candidates: the stage whose output the fuser scores."""
+        return self.candidates if self.decomposer is None else self.decomposer >> self.candidates
 
     def transform_inputs(self) -> List[List[str]]:
         return pt.inspect.transformer_inputs(self.pipeline)
@@ -172,7 +232,11 @@ class DecompositionPipeline(pt.Transformer):
     def without(self, *names: str, candidates: bool = True) -> "DecompositionPipeline":
         """The same pipeline without the named experts: their weights go, and (``candidates=True``, the default)
         so do the books only their retrievals added to the candidates. ``candidates=False`` keeps the candidate
-        set as it is and drops the weights only. The base retriever's candidates always stay."""
+        set as it is and drops the weights only. The base retriever's candidates always stay.
+
+        The other experts keep the weights they were fitted with *beside* the dropped ones; nothing is refitted.
+        For an ablation that refits, call :meth:`fit` on the tuning queries, e.g.
+        ``dp.without("bm25").fit(*ptt.tuning_data(ds), metric=dp.fuser.fit_metric.split(","))``."""
         unknown = [n for n in names if n not in self.experts]
         if unknown:
             raise KeyError(f"no expert(s) {unknown}; experts are {list(self.experts)}")
@@ -189,10 +253,11 @@ class DecompositionPipeline(pt.Transformer):
             kept = [i for i, r in enumerate(cands.retrievers) if not any(r is d for d in dropped)]
             cands = CandidateUnion(cands.base, [cands.retrievers[i] for i in kept], k=cands.k, expert_k=cands.expert_k,
                                    names=None if cands.names is None else [cands.names[i] for i in kept])
-        return DecompositionPipeline(self.decomposer, cands, experts, fuser)
+        return DecompositionPipeline(self.decomposer, cands, experts, fuser, tail=self.tail, depth=self.depth)
 
     def __repr__(self):
-        return f"DecompositionPipeline({self.decomposer!r} >> {self.candidates!r} >> {self.fuser!r})"
+        tail = f" then {self.tail!r} to depth {self.depth}" if self.tail is not None and self.depth else ""
+        return f"DecompositionPipeline({self.decomposer!r} >> {self.candidates!r} >> {self.fuser!r}{tail})"
 
     def subtransformers(self):
         return {"pipeline": self.pipeline}

@@ -67,7 +67,12 @@ from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
 
 #: Depth of the base retriever and of each expert / BM25 retrieval joining the candidates.
 BASE_K, EXPERT_K = 100, 50
-FIT_METRIC = "R@5"
+#: The fuser's objective on the tuning slice: the mean of the measures the recipe is reported at, from the first
+#: book to the hundredth (R@5 alone bought the top at the cost of recall further down), fitted with the base
+#: alone as a floor: a weight step is kept only if none of these measures falls below the base's on the slice.
+FIT_METRIC = "R@1,R@5,R@10,R@20,R@100,RR"
+#: Books per query of the recipe's ranking: the fused candidates, then the rest of the base's ranking.
+DEPTH = 1000
 #: With several fine-tuned bases, how deep each retrieves before their scores are summed for the candidates.
 MULTI_BASE_DEPTH = 1000
 #: What ``fine_tuned`` may be: True (train / reuse the bases), a model folder, {expert name: folder}, or None.
@@ -158,11 +163,23 @@ def recipe_experts(index, fine_tuned: FineTuned = None) -> Tuple[Dict[str, pt.Tr
     experts["title"] = FieldExpert(index, "title", "dense")
     experts["title_bm25"] = FieldExpert(index, "title", "bm25")
     experts["plot"] = FieldExpert(index, "plot", "dense")
-    experts["date"] = DateExpert(index)
+    if _date_acts(index):
+        experts["date"] = DateExpert(index)
     names = list(fts)
     base_name = names[0] if names else "dense"
     candidate_experts = ["bm25", "title", "title_bm25"] + names[1:] + (["dense"] if names else [])
     return experts, base_name, candidate_experts
+
+
+def _date_acts(index) -> bool:
+    """Whether the date expert can tell books apart on ``index``: on a corpus without publication years (Reddit-TOMT)
+    it scores every book alike, so the recipe leaves it out there."""
+    acts = getattr(DateExpert, "acts", None)  # TODO(merge): the helper's name for this check
+    if acts is not None:
+        return bool(acts(index))
+    if getattr(index, "streamed", False):
+        return True
+    return bool(DateExpert(index).book_years().notna().any())
 
 
 def candidate_base(experts: Dict[str, pt.Transformer], names: Sequence[str], k: int = BASE_K) -> pt.Transformer:
@@ -191,20 +208,25 @@ def _with_extra(experts: Dict[str, pt.Transformer],
 
 def build_pipeline(index, fine_tuned: FineTuned = None, decomposer: Optional[pt.Transformer] = None,
                    weights=None, k: int = BASE_K, expert_k: int = EXPERT_K,
-                   extra_experts: Optional[Dict[str, pt.Transformer]] = None) -> DecompositionPipeline:
+                   extra_experts: Optional[Dict[str, pt.Transformer]] = None,
+                   depth: Optional[int] = DEPTH) -> DecompositionPipeline:
     """decomposer (default the rule extractor) >> candidates >> the recipe's experts >> fuser (``weights``: a
-    dict, a list or a saved fuser; default all 1). ``fine_tuned``: a model folder or {expert name: folder}.
-    ``extra_experts``: more name → scorer-mode experts (e.g. a generative retriever's scores) that the fuser
-    weighs beside the recipe's own; they do not add candidates."""
+    dict, a list or a saved fuser; default all 1), then the rest of the base's ranking below the fused
+    candidates up to ``depth`` books per query (``None``: the fused candidates only). ``fine_tuned``: a model
+    folder or {expert name: folder}. ``extra_experts``: more name → scorer-mode experts (e.g. a generative
+    retriever's scores) that the fuser weighs beside the recipe's own; they do not add candidates."""
     from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor
 
     experts, base_name, cands = recipe_experts(index, fine_tuned)
     experts = _with_extra(experts, extra_experts)
     weights = str(weights) if isinstance(weights, Path) else weights
     names = list(fine_tuned_models(fine_tuned)) or [base_name]
-    return decomposition_pipeline(index, decomposer if decomposer is not None else RuleClueExtractor(),
-                                  experts=experts, base=candidate_base(experts, names, k), k=k, expert_k=expert_k,
-                                  candidate_experts=cands, weights=weights)
+    dp = decomposition_pipeline(index, decomposer if decomposer is not None else RuleClueExtractor(),
+                                experts=experts, base=candidate_base(experts, names, k), k=k, expert_k=expert_k,
+                                candidate_experts=cands, weights=weights)
+    if depth is not None and depth > k:
+        dp.tail, dp.depth = candidate_base(experts, names, depth), int(depth)
+    return dp
 
 
 def _models_key(fine_tuned: FineTuned):
@@ -216,10 +238,22 @@ def _models_key(fine_tuned: FineTuned):
     return {name: Path(path).name for name, path in fts.items()}
 
 
+def base_names(fine_tuned: FineTuned) -> List[str]:
+    """The names of the recipe's base expert(s): the fine-tuned bases, or zero-shot ``dense`` without one."""
+    return list(fine_tuned_models(fine_tuned)) or ["dense"]
+
+
+def tuning_data(dataset, n: int = TUNING_QUERIES) -> Tuple[pd.DataFrame, pd.DataFrame]:
+    """(topics, qrels) of the tuning slice: the held-out training queries every weight of the recipe is fitted
+    on (e.g. to refit an ablation: ``dp.without("bm25").fit(*tuning_data(ds), metric=..., floor=...)``)."""
+    return train_data(dataset, "tuning", n)
+
+
 def _weights_path(ds_name: str, index, fine_tuned: FineTuned, n: int, seed: int, k: int, expert_k: int,
                   extra_experts: Optional[Dict[str, pt.Transformer]] = None) -> Path:
     # the corpus fingerprint is part of the key: weights fitted on one corpus are not reused for another
-    parts = [ds_name, getattr(index, "fingerprint", None), _models_key(fine_tuned), n, seed, k, expert_k, FIT_METRIC]
+    parts = [ds_name, getattr(index, "fingerprint", None), _models_key(fine_tuned), n, seed, k, expert_k, FIT_METRIC,
+             {"floor": base_names(fine_tuned), "date": _date_acts(index)}]
     if len(fine_tuned_models(fine_tuned)) > 1:
         parts.append({"candidates": "sum", "depth": MULTI_BASE_DEPTH})
     if extra_experts:  # absent for the plain recipe, so weights cached before the option are found again
@@ -248,7 +282,7 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
     path = _weights_path(dataset.name, index, fine_tuned, n, seed, k, expert_k, extra_experts)
     if path.exists() and not refit:
         return path
-    dp = build_pipeline(index, fine_tuned, k=k, expert_k=expert_k, extra_experts=extra_experts)
+    dp = build_pipeline(index, fine_tuned, k=k, expert_k=expert_k, extra_experts=extra_experts, depth=None)
     tuning, qrels = train_data(dataset, "tuning", n, seed)
     _same_queries(feats, tuning, "fitted_weights")
     if feats is not None:
@@ -256,12 +290,14 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
         frame = feats.drop(columns=names).assign(features=list(feats[names].to_numpy(dtype=float)))
         # the columns are already normalised: fit on them as they are, then keep the recipe's normalisation
         on_matrix = WeightedFuser(None, weights=dp.fuser.weights, names=names, normalise="none")
-        on_matrix.fit(frame[frame["qid"].isin(tuning["qid"])], qrels, metric=FIT_METRIC, verbose=verbose)
+        on_matrix.fit(frame[frame["qid"].isin(tuning["qid"])], qrels, metric=FIT_METRIC, verbose=verbose,
+                      floor=base_names(fine_tuned))
         dp.fuser.weights = on_matrix.weights
         dp.fuser.fit_metric, dp.fuser.fit_score = on_matrix.fit_metric, on_matrix.fit_score
+        dp.fuser.fit_floor = on_matrix.fit_floor
         return dp.fuser.save(path)
     dp.fuser.fit(tuning, qrels, metric=FIT_METRIC, candidates=dp.decomposer >> dp.candidates,
-                 verbose=verbose)
+                 verbose=verbose, floor=base_names(fine_tuned))
     return dp.fuser.save(path)
 
 
@@ -271,14 +307,17 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
                    verbose: bool = True,
                    extra_experts: Optional[Dict[str, pt.Transformer]] = None,
                    base: Union[str, Sequence[str]] = "minilm",
-                   train_settings: Optional[dict] = None, n: int = TUNING_QUERIES) -> DecompositionPipeline:
+                   train_settings: Optional[dict] = None, n: int = TUNING_QUERIES,
+                   depth: Optional[int] = DEPTH) -> DecompositionPipeline:
     """The recipe's decomposition pipeline over ``dataset`` (a ToT dataset with train topics and qrels), ready to
     run: fine-tuned base(s) (``True``: get or train ``base``, one model name or a list such as
     ``["minilm", "mpnet"]``; a path: that model; {expert name: path}; ``False``/``None``: zero-shot MiniLM),
     rule clues (or ``decomposer``), weights fitted on the tuning slice. Offline; cached after the first call.
     ``train_settings``: overrides for the base training (e.g. ``{"max_steps": 2}``; see
     :func:`~pyterrier_tot.decomposition.bases.base_settings`). ``extra_experts``: name → scorer-mode expert
-    fused beside the recipe's (weights fitted on the slice too). ``n``: size of the tuning slice."""
+    fused beside the recipe's (weights fitted on the slice too). ``n``: size of the tuning slice. ``depth``: books
+    per query (default 1000, what TREC ToT measures): the fused candidates first, then the rest of the base's
+    ranking; ``None`` returns the fused candidates alone (about ``k`` + a few dozen)."""
     from pyterrier_tot.index import BookIndex
 
     index = index if index is not None else BookIndex(dataset)
@@ -289,7 +328,7 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
     weights = fitted_weights(dataset, index, fine_tuned, n=n, k=k, expert_k=expert_k, refit=refit, verbose=False,
                              extra_experts=extra_experts)
     return build_pipeline(index, fine_tuned, decomposer, weights=weights, k=k, expert_k=expert_k,
-                          extra_experts=extra_experts)
+                          extra_experts=extra_experts, depth=depth)
 
 
 #: LambdaMART settings tried by 5-fold cross-validation on the tuning slice (300 queries over-fit easily).
@@ -321,7 +360,7 @@ def fitted_learned_fuser(dataset, index, fine_tuned: FineTuned = None, n: int = 
     tuning, qrels = train_data(dataset, "tuning", n)
     _same_queries(feats, tuning, "fitted_learned_fuser")
     if feats is None:
-        dp = build_pipeline(index, fine_tuned, k=k, expert_k=expert_k)
+        dp = build_pipeline(index, fine_tuned, k=k, expert_k=expert_k, depth=None)
         feats = fuser.features((dp.decomposer >> dp.candidates)(tuning))
     best, table = fuser.cross_validate(feats, qrels, grid) if len(grid) > 1 else (grid[0] if grid else {}, None)
     fuser.params.update(best)

@@ -62,9 +62,12 @@ def _as_list(value, n: int, what: str) -> list:
     return [value] * n
 
 
-def _parse_measure(metric):
-    from pyterrier_tot.evaluation import parse_measure
+def _parse_metric(metric):
+    """One measure, or a list of them (a list, or a string naming several) whose mean the fit maximises."""
+    from pyterrier_tot.evaluation import parse_measure, parse_measures
 
+    if isinstance(metric, (list, tuple)) or (isinstance(metric, str) and "," in metric):
+        return parse_measures(metric)
     return parse_measure(metric)
 
 
@@ -127,6 +130,8 @@ class WeightedFuser(pt.Transformer):
             raise ValueError(f"WeightedFuser: {len(self.names)} names for {n} experts")
         self.rr_k = rr_k
         self.fit_history: List[dict] = []
+        #: the saved weights this fuser was loaded from (None when built in memory)
+        self.path: Optional[Path] = None
         self._expert_inputs: Optional[List[str]] = None
 
     # ------------------------------------------------------------------ features
@@ -207,20 +212,31 @@ class WeightedFuser(pt.Transformer):
     # ------------------------------------------------------------------ fitting
     def fit(self, topics: pd.DataFrame, qrels: pd.DataFrame, metric="R@5", candidates=None,
             grid: Sequence[float] = DEFAULT_GRID, rounds: int = 3, init: Optional[Sequence[float]] = None,
-            verbose: bool = False) -> "WeightedFuser":
+            verbose: bool = False, floor=None) -> "WeightedFuser":
         """Tune the weights by coordinate ascent on ``metric`` (default Recall@5) over held-out queries.
 
         ``topics`` is a candidate frame (has ``docno``; or ``features`` in ``**`` mode), or a query frame with
         ``candidates`` the transformer that produces the candidates. Expert scores are computed once; each weight
-        setting is then evaluated on the cached matrix. Returns ``self`` (weights set; ``fit_history`` records
-        each accepted step)."""
-        measure = _parse_measure(metric)
+        setting is then evaluated on the cached matrix. ``metric``: one measure, or several (a list or
+        ``"R@5,R@100,RR"``) whose mean is the objective. ``floor``: an expert name, a list of names or a weight
+        vector (e.g. the base retriever alone); a step is taken only if it keeps each of the ``metric`` measures at
+        or above the floor's value on these queries, and the ascent starts from the floor when ``init`` is below it.
+        Returns ``self`` (weights set; ``fit_history`` records each accepted step)."""
+        measure = _parse_metric(metric)
         cands = topics if candidates is None else candidates(topics)
         if "docno" not in cands.columns:
             raise ValueError("WeightedFuser.fit needs a candidate frame (with docno) or candidates=a retriever")
         feats = self.features(cands)
         evaluator = FastEvaluator(feats, qrels, self.names)
+        parts = measure if isinstance(measure, list) else [measure]
         w = np.asarray(init if init is not None else self.weights, dtype=float).copy()
+        feasible = lambda v: True  # noqa: E731
+        if floor is not None:
+            fw = self._floor_weights(floor)
+            minimum = evaluator.measures(fw, parts) - 1e-12
+            feasible = lambda v: bool((evaluator.measures(v, parts) >= minimum).all())  # noqa: E731
+            if not feasible(w):
+                w = fw
         best = evaluator.objective(w, measure)
         self.fit_history = [{"weights": w.tolist(), "objective": best}]
         for _ in range(rounds):
@@ -234,7 +250,7 @@ class WeightedFuser(pt.Transformer):
                     if not trial.any():
                         continue
                     val = evaluator.objective(trial, measure)
-                    if val > best + 1e-12:
+                    if val > best + 1e-12 and feasible(trial):
                         best, w, improved = val, trial, True
                         self.fit_history.append({"weights": w.tolist(), "objective": best})
                         if verbose:
@@ -242,15 +258,32 @@ class WeightedFuser(pt.Transformer):
             if not improved:
                 break
         self.weights = w
-        self.fit_metric = str(measure)
-        self.fit_score = evaluator.measure(w, measure)
+        self.fit_metric = ",".join(str(m) for m in parts)
+        self.fit_score = float(np.mean(evaluator.measures(w, parts)))
+        self.fit_floor = None if floor is None else (floor if isinstance(floor, (str, list)) else
+                                                     [float(x) for x in floor])
         return self
+
+    def _floor_weights(self, floor) -> np.ndarray:
+        if isinstance(floor, str):
+            floor = [floor]
+        if isinstance(floor, (list, tuple)) and all(isinstance(f, str) for f in floor):
+            unknown = [f for f in floor if f not in self.names]
+            if unknown:
+                raise ValueError(f"WeightedFuser.fit: floor names unknown expert(s) {unknown}; experts are "
+                                 f"{self.names}")
+            return np.array([1.0 if n in floor else 0.0 for n in self.names])
+        fw = np.asarray(floor, dtype=float)
+        if fw.shape != (self.n,) or not fw.any():
+            raise ValueError(f"WeightedFuser.fit: floor must be expert name(s) or {self.n} weights, not {floor!r}")
+        return fw
 
     # ------------------------------------------------------------------ persistence
     def to_dict(self) -> dict:
         return {"names": list(self.names), "weights": [float(x) for x in self.weights],
                 "normalise": list(self.normalise), "neutral": list(self.neutral), "rr_k": self.rr_k,
-                "fit_metric": getattr(self, "fit_metric", None), "fit_score": getattr(self, "fit_score", None)}
+                "fit_metric": getattr(self, "fit_metric", None), "fit_score": getattr(self, "fit_score", None),
+                "fit_floor": getattr(self, "fit_floor", None)}
 
     def save(self, path: Union[str, Path], overwrite: bool = True) -> Path:
         """Write the weights (and normalisation settings) as a :class:`FuserWeights` artifact folder, atomically.
@@ -296,6 +329,9 @@ class WeightedFuser(pt.Transformer):
                     names=d["names"], rr_k=d.get("rr_k", 60.0))
         if d.get("fit_metric"):
             fuser.fit_metric, fuser.fit_score = d["fit_metric"], d.get("fit_score")
+            fuser.fit_floor = d.get("fit_floor")
+        # where the weights came from: ``pt.Artifact.load(fuser.path)`` opens them again
+        fuser.path = Path(str(path.path) if isinstance(path, pt.Artifact) else os.fspath(path)).expanduser()
         return fuser
 
     def __repr__(self):

@@ -1,0 +1,225 @@
+"""Issue 31: the recipe beside its own base at every depth. Same-run rows on Reddit-TOMT (Books) validation and
+BIRCO WhatsThatBook dev: BM25, each fine-tuned base alone (1000 deep), the recipe as it was (fuser fitted for R@5,
+fused candidates only, ~170 books a query) and as it is now (fitted for the mean of R@1..R@100 and MRR with the
+base as a floor on the tuning slice, then the base's ranking to depth 1000), at R@1/5/10/20/100/1000, MRR and
+nDCG@1000, with paired t-tests against the base and each system's seconds per query.
+
+    python benchmarks/recipe_depth.py [--bases minilm mpnet] [--train] [--no-birco] [--render]
+
+Everything is fitted on the tuning slice (300 training queries); validation and BIRCO are only evaluated; nothing
+is fitted on BIRCO (Reddit-trained bases and Reddit-fitted weights). Runs are cached under
+``benchmarks/.work/recipe_depth`` with the seconds they took.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # noqa: E402  (sets HF_HUB_OFFLINE)
+import pandas as pd  # noqa: E402
+import pyterrier as pt  # noqa: E402
+from ir_measures import RR, R, nDCG  # noqa: E402
+
+import pyterrier_tot as ptt  # noqa: E402
+from pyterrier_tot.decomposition import bases, recipe  # noqa: E402
+from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser  # noqa: E402
+from pyterrier_tot.models import native_bf16  # noqa: E402
+
+warnings.filterwarnings("ignore")
+NAME = "recipe_depth"
+WORK = _common.WORK / NAME
+CUTS = (1, 5, 10, 20, 100, 1000)
+MEASURES = [*(R @ k for k in CUTS), RR, nDCG @ 1000]
+COLS = [*(f"R@{k}" for k in CUTS), "MRR", "nDCG@1000"]
+TESTED = ("R@1", "R@5", "R@10", "R@20", "R@100", "R@1000", "MRR")
+
+
+def cached(key: str, make, seconds: dict) -> pd.DataFrame:
+    """A run (qid, docno, score) computed once and kept as JSON lines, with its wall-clock seconds."""
+    WORK.mkdir(parents=True, exist_ok=True)
+    f = WORK / (re.sub(r"[^A-Za-z0-9_.-]+", "_", key) + ".jsonl")
+    t = f.with_suffix(".seconds")
+    if f.is_file():
+        seconds[key] = float(t.read_text()) if t.is_file() else float("nan")
+        return pd.read_json(f, lines=True, dtype={"qid": str, "docno": str})
+    t0 = time.time()
+    run = make()[["qid", "docno", "score"]].copy()
+    seconds[key] = time.time() - t0
+    run.attrs = {}
+    run.to_json(f, orient="records", lines=True)
+    t.write_text(f"{seconds[key]:.2f}")
+    print(f"  {key}: {seconds[key]:.0f} s", flush=True)
+    return run
+
+
+def evaluate(runs: dict, topics, qrels, baseline: str) -> dict:
+    """name -> measures + p-values (paired t-test over queries) against ``baseline``, from one pt.Experiment."""
+    names = list(runs)
+    table = ptt.tot_experiment([pt.Transformer.from_df(r) for r in runs.values()], topics, qrels, measures=MEASURES,
+                               names=names, round=None, verbose=False, baseline=names.index(baseline))
+    table = table.rename(columns={"RR": "MRR", "RR p-value": "MRR p-value", "RR +": "MRR +", "RR -": "MRR -"})
+    out = {}
+    for r in table.to_dict("records"):
+        row = {"n": len(topics), **{c: float(r[c]) for c in COLS}}
+        for c in TESTED:
+            if f"{c} p-value" in r and not pd.isna(r[f"{c} p-value"]):
+                row[f"p {c}"] = float(r[f"{c} p-value"])
+                row[f"+/- {c}"] = f"{int(r.get(f'{c} +', 0))}/{int(r.get(f'{c} -', 0))}"
+        out[r["name"]] = row
+    return out
+
+
+def old_weights(feats: pd.DataFrame, names: list, tqrels: pd.DataFrame, path: Path) -> Path:
+    """The fuser as the recipe fitted it before this issue: coordinate ascent on R@5 alone, no floor."""
+    frame = feats.drop(columns=names).assign(features=list(feats[names].to_numpy(dtype=float)))
+    fuser = WeightedFuser(None, names=names, weights=[1.0] * len(names), normalise="none").fit(frame, tqrels, "R@5")
+    saved = WeightedFuser(None, names=names, weights=fuser.weights)
+    saved.fit_metric, saved.fit_score = fuser.fit_metric, fuser.fit_score
+    return saved.save(path)
+
+
+def per_query(seconds: dict, key: str, n: int) -> float:
+    return round(seconds.get(key, float("nan")) / max(n, 1), 3)
+
+
+def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tune=None, tqrels=None) -> dict:
+    """Rows of one data set: BM25, each base alone, each recipe before / after. ``weights``: {base key: {"before":
+    path, "after": path}}, filled on Reddit (``tune`` given) and reused on BIRCO."""
+    seconds, runs, info = {}, {}, {}
+    runs["BM25 (title+text)"] = cached(f"{tag}-bm25", lambda: index.bm25(num_results=1000)(topics), seconds)
+    info["BM25 (title+text)"] = per_query(seconds, f"{tag}-bm25", len(topics))
+    baselines = {}
+    for key, path in models.items():
+        fts = {bases.base_expert_name(key): path}
+        prec = recipe.encoding_precision(bases.base_expert_name(key))
+        name = f"{key} fine-tuned alone"
+        k = f"{tag}-base-{Path(path).name}-{prec}"
+        runs[name] = cached(k, lambda path=path, prec=prec: index.dense(path, precision=prec)(topics), seconds)
+        info[name], baselines[key] = per_query(seconds, k, len(topics)), name
+        if tune is not None:
+            dp0 = recipe.build_pipeline(index, fts, depth=None)
+            t0 = time.time()
+            feats = dp0.fuser.features((dp0.decomposer >> dp0.candidates)(tune))
+            print(f"  tuning features {key}: {time.time() - t0:.0f} s", flush=True)
+            weights[key] = {"before": old_weights(feats, dp0.fuser.names, tqrels, WORK / f"weights-before-{key}"),
+                            "after": recipe.fitted_weights(ds, index, fts, feats=feats, refit=True)}
+        for when, depth in (("before", None), ("after", recipe.DEPTH)):
+            pipe = recipe.build_pipeline(index, fts, weights=weights[key][when], depth=depth)
+            name = f"recipe {key}, {when}" + (" (R@5 fit, ~170 deep)" if when == "before" else
+                                               " (floor fit, 1000 deep)")
+            k = f"{tag}-recipe-{Path(path).name}-{when}-{Path(weights[key][when]).name}"
+            runs[name] = cached(k, lambda pipe=pipe: pipe(topics), seconds)
+            info[name] = per_query(seconds, k, len(topics))
+    results = {}
+    for key, base_name in baselines.items():
+        mine = {n: r for n, r in runs.items() if n.startswith(f"recipe {key},") or n == base_name
+                or n.startswith("BM25")}
+        for n, row in evaluate(mine, topics, qrels, baseline=base_name).items():
+            results.setdefault(n, {}).update({**row, "vs": base_name})
+    for n in results:
+        results[n]["s/query"] = info[n]
+        results[n]["depth"] = float(runs[n].groupby("qid").size().mean())
+    return results
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bases", nargs="+", default=["minilm", "mpnet"])
+    ap.add_argument("--train", action="store_true", help="train missing bases (mpnet: ~30 min fp32 on 2 cores)")
+    ap.add_argument("--no-birco", action="store_true")
+    ap.add_argument("--render", action="store_true")
+    args = ap.parse_args()
+    if args.render:
+        payload = json.loads((_common.RESULTS / f"{NAME}.json").read_text())
+        (_common.RESULTS / f"{NAME}.md").write_text(markdown(payload))
+        return
+    import torch
+
+    t0 = time.time()
+    ds = ptt.get_dataset("reddit-tomt-books")
+    index = ptt.BookIndex(ds)
+    val, vqrels = ds.get_topics("validation"), ds.get_qrels("validation")
+    tune, tqrels = recipe.tuning_data(ds)
+    models = {}
+    for key in args.bases:
+        path = bases.fine_tuned_base(ds, model=key, train=args.train, index=index)
+        if path is None:
+            raise SystemExit(f"no fine-tuned {key} base in the cache: run with --train")
+        models[key] = path
+    weights: dict = {}
+    results = section(ds, index, models, val, vqrels, "val", weights, tune, tqrels)
+    birco = {}
+    if not args.no_birco:
+        bds = ptt.get_dataset("birco-wtb")
+        bindex = ptt.BookIndex(bds)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*empty title.*")
+            birco = section(None, bindex, models, bds.get_topics("dev"), bds.get_qrels("dev"), "birco", weights)
+    fitted = {k: {w: {**WeightedFuser.load(p).to_dict(), "path": Path(p).name} for w, p in v.items()}
+              for k, v in weights.items()}
+    payload = {"dataset": "reddit-tomt-books", "split": "validation", "n_queries": len(val), "corpus": len(index),
+               "tuning": {"n_queries": len(tune), "fingerprint": recipe.qid_fingerprint(tune)},
+               "fit_metric": recipe.FIT_METRIC, "depth": recipe.DEPTH, "results": results, "birco": birco,
+               "weights": fitted, "native_bf16": native_bf16(), "threads": torch.get_num_threads(),
+               "seconds": round(time.time() - t0, 1), "args": vars(args)}
+    _common.write_results(NAME, payload, markdown(payload))
+
+
+def _table(res: dict) -> str:
+    rows = []
+    for name, v in res.items():
+        row = {"system": name, **{c: v[c] for c in COLS}, "s/query": v["s/query"], "books/query": v["depth"]}
+        if not name.startswith("BM25"):
+            row["p vs base (R@5, R@20, R@100, MRR)"] = ", ".join(
+                f"{v[f'p {c}']:.2g}" if f"p {c}" in v else "-" for c in ("R@5", "R@20", "R@100", "MRR"))
+        else:
+            row["p vs base (R@5, R@20, R@100, MRR)"] = ""
+        rows.append(row)
+    return _common.md_table(pd.DataFrame(rows))
+
+
+def _below(res: dict) -> list:
+    out = []
+    for name, v in res.items():
+        if name.startswith("recipe") and "after" in name:
+            base = res[v["vs"]]
+            for c in COLS:
+                if v[c] < base[c] - 1e-9:
+                    out.append(f"{name}: {c} {v[c]:.3f} < base {base[c]:.3f}"
+                               + (f" (p {v[f'p {c}']:.2g})" if f"p {c}" in v else ""))
+    return out
+
+
+def markdown(p) -> str:
+    lines = ["# The recipe beside its base at every depth (issue 31)", "",
+             f"Reddit-TOMT (Books) validation, {p['n_queries']} queries, {p['corpus']} books, all rows from one run. "
+             f"Fuser objective now: mean of `{p['fit_metric']}` on the tuning slice ({p['tuning']['n_queries']} "
+             "training queries), a step kept only if no measure falls below the base alone there; the ranking then "
+             f"continues with the base's own ranking to depth {p['depth']}. `p`: paired t-test against the base "
+             "alone (per query). Seconds per query on the 2-core CPU (native bf16: "
+             f"{p['native_bf16']}; {p['threads']} torch threads), other jobs possibly sharing the cores.", "",
+             "## Validation", "", _table(p["results"]), ""]
+    below = _below(p["results"])
+    lines += ["Where the new recipe is below its base: " + ("; ".join(below) if below else "nowhere."), ""]
+    if p.get("birco"):
+        lines += ["## BIRCO WhatsThatBook dev (57 queries; Reddit-trained bases and weights, nothing fitted here)",
+                  "", _table(p["birco"]), ""]
+        below = _below(p["birco"])
+        lines += ["Where the new recipe is below its base: " + ("; ".join(below) if below else "nowhere."), ""]
+    lines += ["## Fitted weights", ""]
+    for k, v in p["weights"].items():
+        for when, w in v.items():
+            lines.append(f"- {k}, {when}: `{json.dumps(dict(zip(w['names'], w['weights'])))}` "
+                         f"(objective {w.get('fit_metric')}: {w.get('fit_score') or 0:.3f} on the tuning slice)")
+    lines += ["", f"Total {p['seconds']} s. Re-render: `python benchmarks/recipe_depth.py --render`.", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
