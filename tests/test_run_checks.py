@@ -134,3 +134,15 @@ def test_validate_run_command(tmp_path, capsys):
     assert main(["validate-run", str(good), str(bad), *args]) == 1
     out = capsys.readouterr().out
     assert "line 5: [corpus] docno 'b9'" in out
+
+
+def test_the_report_says_which_rules_it_could_not_check(tmp_path):
+    """Issue 30.5: a report without topics or corpus said a bare OK."""
+    path = write(tmp_path, GOOD)
+    report = check_run(path)
+    assert report.ok and report.unchecked == ["topics", "corpus"]
+    assert report.summary().splitlines()[0].endswith("OK (format only: topics and corpus not checked)")
+    assert check_run(path, topics=TOPICS).summary().endswith("OK (corpus not checked)")
+    assert check_run(path, corpus_docnos=CORPUS).summary().endswith("OK (topics not checked)")
+    full = validate_run(path, topics=TOPICS, corpus_docnos=CORPUS)
+    assert full.unchecked == [] and full.summary().endswith(": OK")

@@ -3,14 +3,14 @@
     pyterrier-tot configs                            list the shipped example configs (use them by name)
     pyterrier-tot index CONFIG                       build the index (and sub-indexes) the pipeline needs
     pyterrier-tot run CONFIG -o run.txt              run the pipeline on the topics → a checked TREC run file
-    pyterrier-tot validate-run run.txt [--config CONFIG | --topics FILE] [--corpus JSONL | --index DIR] [--fix]
+    pyterrier-tot validate-run run.txt (--config CONFIG | --dataset NAME --split S | --topics F --corpus F) [--fix]
     pyterrier-tot evaluate run.txt [...] (--config CONFIG | --qrels FILE) [--topics FILE]
     pyterrier-tot experiment A.toml B.toml ... --output-dir DIR
     pyterrier-tot ask --index DIR                    find a book by answering clarification questions
 
 CONFIG is a TOML file or the name of a shipped example config (``pyterrier-tot index query_stage``).
 
-Exit status: 0 done, 1 the run file breaks a rule, 2 a bad config, input or argument.
+Exit status: 0 done, 1 the run file breaks a rule, 2 a bad config, input or argument, 130 stopped by Ctrl-C.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from pyterrier_tot.errors import BadInputError, ToTError
 __all__ = ["main", "build_parser"]
 
 EXIT_OK, EXIT_INVALID_RUN, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
 
 
 def _config(args, path=None):
@@ -91,14 +92,34 @@ def cmd_configs(args) -> int:
     return EXIT_OK
 
 
-def cmd_validate(args) -> int:
-    from pyterrier_tot.submission.config import read_topics
-    from pyterrier_tot.submission.run_checks import check_run, fix_ranks
+def _dataset_split(ds, split):
+    """The dataset's topics of ``split``, saying which splits there are when it is missing or unknown."""
+    splits = list(getattr(ds, "splits", ()))
+    if (split is None and len(splits) > 1) or (split is not None and splits and split not in splits):
+        what = f"unknown split {split!r}." if split else "which split?"
+        raise BadInputError(f"--dataset {ds.name}: {what} Pass --split {' or '.join(splits)}")
+    return ds.get_topics(split)
 
-    topics = docnos = None
+
+def _validate_inputs(args):
+    """The topics and corpus docnos that ``validate-run`` checks against (None: that rule is not checked)."""
+    from pyterrier_tot.submission.config import read_topics
+
+    if args.config and args.dataset:
+        raise BadInputError("validate-run: give --config or --dataset, not both")
+    if args.split and not (args.config or args.dataset):
+        raise BadInputError("validate-run: --split goes with --config or --dataset")
     cfg = _config(args) if args.config else None
+    ds = None
+    if args.dataset:
+        from pyterrier_tot.datasets import get_dataset
+
+        ds = get_dataset(args.dataset)
+    topics = docnos = None
     if args.topics:
         topics = read_topics(args.topics)
+    elif ds is not None:
+        topics = _dataset_split(ds, args.split)
     elif cfg is not None:
         topics = cfg.topics()
     if args.corpus:
@@ -109,10 +130,22 @@ def cmd_validate(args) -> int:
         from pyterrier_tot.index import BookIndex
 
         docnos = BookIndex(args.index)
+    elif ds is not None:
+        try:
+            docnos = {str(d["docno"]) for d in ds.get_corpus_iter(fields=[])}
+        except NotImplementedError as e:  # topics and qrels only (a local TREC ToT folder): say so, check the rest
+            print(f"validate-run: {e}", file=sys.stderr)
     elif cfg is not None:
         docnos = cfg.book_index()
+    return topics, docnos
+
+
+def cmd_validate(args) -> int:
+    from pyterrier_tot.submission.run_checks import check_run, fix_ranks
+
     if args.output and (not args.fix or len(args.runs) != 1):
         raise BadInputError("validate-run: -o/--output goes with --fix and one run file")
+    topics, docnos = _validate_inputs(args)
     status = EXIT_OK
     for run in args.runs:
         if args.fix:
@@ -122,6 +155,12 @@ def cmd_validate(args) -> int:
         report = check_run(run, topics=topics, corpus_docnos=docnos, max_per_query=args.max_per_query)
         print(report.summary())
         status = max(status, EXIT_OK if report.ok else EXIT_INVALID_RUN)
+    missing = [rule for rule, given in (("topics", topics), ("corpus", docnos)) if given is None]
+    if missing:  # the reports say "(format only: ...)"; this says how to check the rest
+        flags = ["--config CONFIG", "--dataset NAME"] + (["--topics FILE"] if topics is None else []) + (
+            ["--corpus JSONL", "--index DIR"] if docnos is None else [])
+        print(f"note: {' and '.join(missing)} not checked; give {', '.join(flags[:-1])} or {flags[-1]} to check "
+              + ("them" if len(missing) == 2 else "it"))
     return status
 
 
@@ -228,10 +267,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--batch-size", type=int, default=64, help="queries per batch (default 64)")
     s.set_defaults(func=cmd_run)
 
-    s = sub.add_parser("validate-run", help="check run files against the TREC ToT rules")
+    s = sub.add_parser("validate-run", help="check run files against the TREC ToT rules", description="Checks "
+                       "the format rules always; the topics rule (every topic answered, no other qid) and the corpus "
+                       "rule (every docno a book) only with topics and a corpus: --config or --dataset gives both. "
+                       "Without them the report says 'format only'.")
     s.add_argument("runs", nargs="+")
-    s.add_argument("--config", help="take topics (and corpus docnos) from this config")
-    s.add_argument("--split", help="dataset split instead of the config's")
+    s.add_argument("--config", help="take topics and corpus docnos from this config")
+    s.add_argument("--dataset", help="take topics and corpus docnos from this dataset (e.g. reddit-tomt-books)")
+    s.add_argument("--split", help="with --dataset: the split of the topics; with --config: instead of the config's")
     s.add_argument("--topics", help="topics file: every topic must have results")
     s.add_argument("--corpus", help="corpus JSONL: every docno must be in it")
     s.add_argument("--index", help="BookIndex folder: every docno must be in its corpus")
@@ -270,6 +313,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except KeyboardInterrupt:
+        print(f"\npyterrier-tot {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (ToTError, KeyError, ValueError, FileNotFoundError) as e:
         from pyterrier_tot.submission.run_checks import RunFileError
 

@@ -19,6 +19,10 @@ rule           what it checks
 ``corpus``     every docno is in the corpus (when ``corpus_docnos`` is given)
 ``empty``      the file has at least one result
 ============== ===================================================================================
+
+Without ``topics`` or ``corpus_docnos`` those two rules are not checked, and the report says so
+(``OK (format only: topics and corpus not checked)``): a run that passes the format rules alone may still miss a
+topic or name a book outside the corpus.
 """
 from __future__ import annotations
 
@@ -61,17 +65,35 @@ class RunReport:
     n_queries: int = 0
     tag: Optional[str] = None
     failures: List[RunFailure] = field(default_factory=list)
+    #: whether the ``topics`` / ``corpus`` rules ran (they need the topics / the corpus docnos)
+    topics_checked: bool = False
+    corpus_checked: bool = False
 
     @property
     def ok(self) -> bool:
         return not self.failures
 
+    @property
+    def unchecked(self) -> List[str]:
+        """The rules that did not run for want of their input: ``"topics"``, ``"corpus"``, both or none."""
+        return [r for r, done in (("topics", self.topics_checked), ("corpus", self.corpus_checked)) if not done]
+
+    def scope(self) -> str:
+        """What the checks covered, in words: empty when every rule ran, else e.g. ``format only: topics and
+        corpus not checked``."""
+        missing = self.unchecked
+        if not missing:
+            return ""
+        return ("format only: " if len(missing) == 2 else "") + " and ".join(missing) + " not checked"
+
     def by_rule(self) -> Dict[str, int]:
         return dict(Counter(f.rule for f in self.failures))
 
     def summary(self) -> str:
+        scope = self.scope()
         head = (f"{self.source}: {self.n_lines} results, {self.n_queries} queries, tag {self.tag!r}: "
-                + ("OK" if self.ok else f"{len(self.failures)} failure(s) {self.by_rule()}"))
+                + ("OK" if self.ok else f"{len(self.failures)} failure(s) {self.by_rule()}")
+                + (f" ({scope})" if scope else ""))
         lines = [head] + [f"  {f}" for f in self.failures[:_SHOWN]]
         if len(self.failures) > _SHOWN:
             lines.append(f"  ... and {len(self.failures) - _SHOWN} more")
@@ -134,7 +156,7 @@ def check_run(run: Union[str, os.PathLike, pd.DataFrame], topics: Union[pd.DataF
     else:
         source = str(run)
         lines = Path(run).read_text(encoding="utf8").splitlines()
-    report = RunReport(source)
+    report = RunReport(source, topics_checked=topics is not None, corpus_checked=corpus_docnos is not None)
     fail = lambda line, rule, msg: report.failures.append(RunFailure(line, rule, msg))
     # per query: (rank, score, line) in file order
     entries: Dict[str, list] = defaultdict(list)
@@ -230,7 +252,8 @@ def fix_ranks(run: Union[str, os.PathLike], output: Union[str, os.PathLike, None
     report = check_run(run)
     broken = [f for f in report.failures if f.rule not in ("ranks", "scores")]
     if broken:
-        raise RunFileError(RunReport(report.source, report.n_lines, report.n_queries, report.tag, broken))
+        raise RunFileError(RunReport(report.source, report.n_lines, report.n_queries, report.tag, broken,
+                                     report.topics_checked, report.corpus_checked))
     res = read_trec_run(run)
     return write_trec_run(res, output or run, run_name=report.tag, depth=None)
 

@@ -1,0 +1,75 @@
+"""Issue 30.5: ``pyterrier-tot validate-run`` says which rules it checked, and takes ``--dataset`` (with
+``--split``) for the topics and corpus. A run missing a topic and naming a book ``BOGUS`` used to pass with a bare
+OK when neither was given."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest import SHARED  # noqa: E402
+
+from pyterrier_tot.submission.cli import main  # noqa: E402
+
+
+def broken_run(path: Path, qids, docnos) -> Path:
+    """Results for every qid but the first, each a real book, and one line naming ``BOGUS``."""
+    lines = [f"{q} Q0 {d} 1 2.0 broken" for q, d in zip(qids[1:], docnos[1:])]
+    lines.append(f"{qids[1]} Q0 BOGUS 2 1.0 broken")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_without_topics_or_corpus_it_says_format_only(tmp_path, capsys):
+    run = broken_run(tmp_path / "run.txt", ["q1", "q2", "q3"], ["b1", "b2", "b3"])
+    assert main(["validate-run", str(run)]) == 0  # the format is right ...
+    out = capsys.readouterr().out
+    assert "OK (format only: topics and corpus not checked)" in out  # ... and it says that is all it checked
+    assert not any(line.rstrip().endswith(": OK") for line in out.splitlines())
+    assert "give --config CONFIG, --dataset NAME, --topics FILE, --corpus JSONL or --index DIR" in out
+
+
+def test_a_local_dataset_without_a_corpus_checks_the_topics(tmp_path, capsys):
+    folder = tmp_path / "tiny-tot"
+    folder.mkdir()
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"query_id": q, "query": f"book {q}"}) + "\n"
+                                                  for q in ("q1", "q2", "q3")))
+    (folder / "qrel.txt").write_text("q1 0 b1 1\nq2 0 b2 1\nq3 0 b3 1\n")
+    run = broken_run(tmp_path / "run.txt", ["q1", "q2", "q3"], ["b1", "b2", "b3"])
+    assert main(["validate-run", str(run), "--dataset", f"trec-tot-local/{folder}"]) == 1
+    captured = capsys.readouterr()
+    assert "[topics] topic 'q1' has no results" in captured.out and "(corpus not checked)" in captured.out
+    assert "no corpus" in captured.err and "--corpus JSONL or --index DIR to check it" in captured.out
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"docno": d, "title": d}) + "\n" for d in ("b1", "b2", "b3")))
+    assert main(["validate-run", str(run), "--dataset", f"trec-tot-local/{folder}", "--corpus", str(corpus)]) == 1
+    out = capsys.readouterr().out
+    assert "[corpus] docno 'BOGUS'" in out and "not checked" not in out
+
+
+def test_bad_combinations_are_refused(tmp_path, capsys):
+    run = broken_run(tmp_path / "run.txt", ["q1", "q2"], ["b1", "b2"])
+    assert main(["validate-run", str(run), "--split", "validation"]) == 2
+    assert "--split goes with --config or --dataset" in capsys.readouterr().err
+    assert main(["validate-run", str(run), "--dataset", "reddit-tomt-books", "--config", "query_stage"]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not (SHARED / "reddit-tomt-books").is_dir(), reason="needs the shared Reddit-TOMT data")
+def test_reddit_dataset_finds_the_missing_topic_and_the_bogus_book(tmp_path, capsys, monkeypatch):
+    import pyterrier_tot as ptt
+
+    monkeypatch.setenv("PYTERRIER_TOT_SAMPLE", "20")  # a 20-query slice of each split, and its books
+    ds = ptt.get_dataset("reddit-tomt-books")
+    qrels = ds.get_qrels("validation")
+    run = broken_run(tmp_path / "run.txt", qrels["qid"].astype(str).tolist(), qrels["docno"].astype(str).tolist())
+    missing = str(qrels["qid"].iloc[0])
+    args = ["validate-run", str(run), "--dataset", "reddit-tomt-books"]
+    assert main(args) == 2  # several splits: which one?
+    assert "which split? Pass --split train or validation" in capsys.readouterr().err
+    assert main(args + ["--split", "validation"]) == 1
+    out = capsys.readouterr().out
+    assert f"[topics] topic {missing!r} has no results" in out
+    assert "[corpus] docno 'BOGUS'" in out and "not checked" not in out
+    assert main(["validate-run", str(run)]) == 0 and "format only" in capsys.readouterr().out
