@@ -12,6 +12,10 @@ Authorization header in that error, as careless servers do).
 ``delay`` slows every answer (for kill tests). Counters: ``requests``, ``answered``, ``faults``, ``max_in_flight``;
 ``payloads`` keeps every request body. A request with ``logprobs`` gets ``logprobs(messages) -> {token: logprob}``
 as the first token's alternatives (default: the answer's first word, certain; ``logprobs=False``: none sent).
+``GET /v1/models`` lists one model ``stub`` with the extra fields ``models_fields`` (default: vLLM's ``root``,
+so the LLM's identity comes from there and no canary request is sent); ``served_model`` is the model name the
+chat responses report (default: the name asked for); ``model_lists`` counts the GETs. ``port=`` binds a given
+port (a server restarted on the same address).
 """
 from __future__ import annotations
 
@@ -38,14 +42,17 @@ class OpenAIStub:
     def __init__(self, responder: Callable[[List[Dict[str, str]]], str], fault_rate: float = 0.0, seed: int = 0,
                  faults=FAULTS, slow_seconds: float = 2.0, delay: float = 0.0,
                  always_fail: Optional[Callable[[List[Dict[str, str]]], bool]] = None, status: Optional[int] = None,
-                 echo_key: bool = False, logprobs: Optional[Callable[[List[Dict[str, str]]], Dict[str, float]]] = None):
+                 echo_key: bool = False, logprobs: Optional[Callable[[List[Dict[str, str]]], Dict[str, float]]] = None,
+                 models_fields: Optional[dict] = None, served_model: Optional[str] = None, port: int = 0):
         self.responder, self.fault_rate, self.faults = responder, fault_rate, tuple(faults)
         self.slow_seconds, self.delay, self.always_fail, self.status = slow_seconds, delay, always_fail, status
         self.echo_key, self.logprobs = echo_key, logprobs
+        self.models_fields = {"owned_by": "vllm", "root": "stub-weights"} if models_fields is None else models_fields
+        self.served_model = served_model
         self.payloads: List[dict] = []
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
-        self.requests = self.answered = 0
+        self.requests = self.answered = self.model_lists = 0
         self.faults_served: Dict[str, int] = {f: 0 for f in ALL_FAULTS}
         self.in_flight = self.max_in_flight = 0
         self.api_keys = set()
@@ -73,7 +80,10 @@ class OpenAIStub:
                     pass
 
             def do_GET(self):
-                self._send(200, json.dumps({"object": "list", "data": [{"id": "stub", "object": "model"}]}).encode())
+                with stub._lock:
+                    stub.model_lists += 1
+                entry = {"id": "stub", "object": "model", "created": int(time.time()), **stub.models_fields}
+                self._send(200, json.dumps({"object": "list", "data": [entry]}).encode())
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
@@ -120,7 +130,7 @@ class OpenAIStub:
                     content, finish = content[:3], "length"
                 prompt_tokens = sum(len(m.get("content", "").split()) for m in messages)
                 body = {"id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()),
-                        "model": payload.get("model", "stub"),
+                        "model": stub.served_model or payload.get("model", "stub"),
                         "choices": [{"index": 0, "finish_reason": finish,
                                      "message": {"role": "assistant", "content": content}}],
                         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(content.split()),
@@ -137,7 +147,7 @@ class OpenAIStub:
                     stub.answered += 1
                 self._send(200, json.dumps(body).encode())
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"

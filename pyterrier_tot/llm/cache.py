@@ -1,9 +1,10 @@
 """Persistent LLM response cache: one sqlite file, one row per distinct request, written as each answer arrives.
 
-The key is a SHA-256 of the model name, the full message list, the sampling parameters and the prompt version,
-so changing any of them asks again, and repeating an experiment (or resuming a killed run) asks nothing already
-answered. Only successful answers are stored; failures are retried next time. API keys are never part of the
-key or the row.
+The key is a SHA-256 of the model's identity (which model answers, see :mod:`pyterrier_tot.llm.identity`), the
+full message list, the sampling parameters and the prompt version, so changing any of them asks again, and
+repeating an experiment (or resuming a killed run) asks nothing already answered. Only successful answers are
+stored; failures are retried next time. API keys are never part of the key or the row. A second table remembers
+the identity last found for each model name and address (used when that server cannot be asked).
 
 Several processes may share one file (parallel runs of an experiment): the file is in WAL mode, each answer is
 one auto-committed statement, and a writer that finds the database locked waits (sqlite's busy timeout, then
@@ -51,6 +52,8 @@ class LLMCache:
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, model TEXT, "
                            "answer TEXT NOT NULL, prompt_tokens INTEGER, completion_tokens INTEGER, created REAL)")
+        # the identity last resolved for a model name at an address, for when that server cannot be asked
+        self._conn.execute("CREATE TABLE IF NOT EXISTS identities (address TEXT PRIMARY KEY, identity TEXT, seen REAL)")
 
     def _locked(self, fn: Callable[[], T]) -> T:
         """``fn()`` under the thread lock, retried while another process holds the database."""
@@ -77,6 +80,15 @@ class LLMCache:
         row = (key, model, answer, int(prompt_tokens or 0), int(completion_tokens or 0), time.time())
         # committed as it arrives: a killed run keeps every answer it got
         self._locked(lambda: self._conn.execute("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?)", row))
+
+    def remember_identity(self, address: str, identity: str) -> None:
+        row = (address, identity, time.time())
+        self._locked(lambda: self._conn.execute("INSERT OR REPLACE INTO identities VALUES (?, ?, ?)", row))
+
+    def last_identity(self, address: str) -> Optional[str]:
+        row = self._locked(lambda: self._conn.execute(
+            "SELECT identity FROM identities WHERE address=?", (address,)).fetchone())
+        return row[0] if row else None
 
     def __len__(self) -> int:
         return int(self._locked(lambda: self._conn.execute("SELECT COUNT(*) FROM answers").fetchone()[0]))

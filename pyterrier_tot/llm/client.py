@@ -28,12 +28,10 @@ failed, not sent) instead of turning every remaining request into N/A; answers a
 cache, so a rerun resumes. ``max_consecutive_failures=None`` turns it off.
 
 Cache identity: the cache key holds ``identity``, which says *which model answers*, not only what it is
-called: by default the model name and the endpoint (``gpt-4o-mini@https://api.openai.com/v1``), so two
-servers that both call their model "local" never share answers, and an answer cached from one endpoint is
-never served for another (a dead port is asked, and fails loudly). :meth:`LlamaServer.llm` passes the GGUF
-file's content hash instead of the port, so a restarted server on another port keeps its cache and another
-GGUF file under the same alias does not. Pass ``identity=...`` to pin it yourself (e.g. a model snapshot
-name behind a load balancer).
+called. Unless ``identity=...`` is given, the server is asked once per ``LLM``, at the first cached request
+(:mod:`pyterrier_tot.llm.identity`): the GGUF file's content hash for a llama.cpp server on this machine, the
+weights ``/v1/models`` reports (vLLM), or one canary request; a snapshot name on api.openai.com needs none.
+:meth:`LlamaServer.llm` passes the GGUF file's hash itself. ``identity_source`` says how it was found.
 
 The API key is held by the HTTP client only: it is not part of the cache key, the cache rows, ``repr`` or any
 message (a server error that echoes it is scrubbed); user name and password in ``base_url`` are masked in
@@ -64,6 +62,7 @@ from pyterrier_tot.llm.endpoint import (  # noqa: F401  (default_identity, OPENA
     _unreachable,
     default_identity,
 )
+from pyterrier_tot.llm.identity import identity_of
 from pyterrier_tot.policy import check_int, check_number
 
 Messages = List[Dict[str, str]]
@@ -129,8 +128,9 @@ class LLM:
         self.base_url = base_url or os.environ.get(ENV_BASE_URL) or None
         if identity is not None and (not isinstance(identity, str) or not identity.strip()):
             raise ValueError(f"LLM: identity must be a non-empty string, not {identity!r}")
-        #: what the cache key says answered: the model and its endpoint unless given (see the module notes)
-        self.identity = identity or default_identity(self.model, self.base_url)
+        # what the cache key says answered: given, or asked of the server at the first cached request
+        self._identity, self.identity_source = identity, ("given" if identity else None)
+        self._identity_lock = threading.Lock()
         key = api_key or os.environ.get(ENV_API_KEY)
         if not key:
             if self.base_url is None:
@@ -163,6 +163,17 @@ class LLM:
         self._client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=self.timeout, max_retries=0)
         self._lock = threading.Lock()
         self.usage = LLMUsage()
+
+    @property
+    def identity(self) -> str:
+        """Which model answers, as the cache key holds it (see the module notes); resolved once, lazily."""
+        with self._identity_lock:
+            if self._identity is None:
+                found = identity_of(self._client, self.model, self.base_url, self.cache, self.timeout)
+                self._identity, self.identity_source = found.identity, found.source
+                if found.warning:
+                    warnings.warn(self._scrub(f"{self!r}: {found.warning}"), stacklevel=3)
+        return self._identity
 
     # -- accounting -------------------------------------------------------------------------------------------
     def reset_usage(self) -> LLMUsage:
@@ -241,7 +252,7 @@ class LLM:
               validate: Optional[Callable[[str], bool]] = None) -> str:
         params = self.params(**overrides)
         self._count(requests=1)
-        key = request_key(self.identity, messages, params, prompt_version)
+        key = request_key(self.identity, messages, params, prompt_version) if self.cache is not None else ""
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:
