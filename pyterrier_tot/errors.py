@@ -59,6 +59,16 @@ class UnknownDocnoError(BadInputError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class ConfigError(BadInputError):
+    """A submission config the library cannot use; ``key`` names the offending key (``pipeline[2].k``) and
+    ``source`` the file. Raised by :func:`~pyterrier_tot.submission.config.load_config`; it lives here, below both
+    the config loader and its parameter checks, so neither imports the other to raise it."""
+
+    def __init__(self, key: str, message: str, source=None):
+        self.key, self.source = key, source
+        super().__init__(f"{source + ': ' if source else ''}{key}: {message}")
+
+
 class BadInputTypeError(BadInputError, TypeError):
     """An input value of the wrong type (a number where query text belongs); a ``TypeError`` too."""
 
@@ -86,7 +96,7 @@ class StreamedCorpusError(ToTError, RuntimeError):
 __all__ = ["ToTError", "ModelUnavailableError", "DatasetUnavailableError", "LLMConfigurationError", "LLMFailure",
            "TerrierUnavailableError", "CoverImageError", "BadInputError", "UnknownDocnoError", "BadInputTypeError",
            "NoResultsWarning", "UnknownDocnoWarning", "LockTimeoutError",
-           "LLMUnavailableError", "StreamedCorpusError", "CorruptArtifactError"]
+           "LLMUnavailableError", "StreamedCorpusError", "CorruptArtifactError", "ConfigError"]
 
 
 class CorruptArtifactError(ToTError, ValueError):

@@ -20,6 +20,7 @@ from typing import Callable, List, Optional, Sequence, Union
 
 import numpy as np
 
+from pyterrier_tot.clarinet.cards import book_card
 from pyterrier_tot.clarinet.distribution import softmax
 from pyterrier_tot.errors import LLMUnavailableError
 from pyterrier_tot.llm.templates import load_prompt
@@ -69,8 +70,6 @@ class LLMLikelihood:
         self._broken = False
 
     def _notes(self, docnos: Sequence[str]) -> dict:
-        from pyterrier_tot.clarinet.questions import book_card
-
         books = self.index.books_of(list(docnos))
         return {str(b["docno"]): book_card(b, title=False, max_chars=self.description_chars)
                 for _, b in books.iterrows()}

@@ -31,6 +31,7 @@ import pyterrier as pt
 import pyterrier_alpha as pta
 
 from pyterrier_tot._util import is_missing
+from pyterrier_tot.clarinet.cards import book_card  # lives in cards.py (likelihood needs it too); re-exported here
 from pyterrier_tot.clarinet.distribution import RetrievalDistribution, top_mass
 from pyterrier_tot.clarinet.leaks import NameStats, forbidden, leaked
 from pyterrier_tot.clarinet.selection import RandomSelection
@@ -76,21 +77,6 @@ def history_of(value) -> List[Tuple[str, str]]:
 
 def format_history(history: Sequence[Tuple[str, str]]) -> str:
     return "\n".join(f"Q: {q}\nA: {a}" for q, a in history) if history else "(none)"
-
-
-def book_card(book, title: bool = True, max_chars: int = 300) -> str:
-    """A book as prompt text: title (unless hidden), description cut at ``max_chars``, year, author, genres."""
-    parts = []
-    if title:
-        parts.append(f"{book.get('title', '')}.")
-    text = " ".join(str(book.get("text", "") or "").split())
-    parts.append(text[:max_chars] + ("..." if len(text) > max_chars else ""))
-    for field, label in (("author", "Author"), ("genres", "Genres")):
-        if not is_missing(book.get(field)) and str(book.get(field)).strip():
-            parts.append(f"{label}: {book.get(field)}.")
-    if not is_missing(book.get("year")):
-        parts.append(f"Published {int(float(book.get('year')))}.")
-    return " ".join(p for p in parts if p)
 
 
 def parse_questions(text: Optional[str]) -> List[str]:

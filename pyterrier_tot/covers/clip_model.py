@@ -2,7 +2,7 @@
 
 :class:`ClipModel` is loaded from a pretrained tag (online users: ``ClipModel.from_pretrained('ViT-B-32',
 'openai')``), a local weights file, a saved checkpoint folder (:meth:`ClipModel.load`, a
-:class:`~pyterrier_tot.covers.clip_training.ClipCheckpoint`) or a config dict (random init, used by the tests).
+:class:`ClipCheckpoint`) or a config dict (random init, used by the tests).
 
 Clues longer than the model's text context (77 tokens for CLIP) are split into consecutive windows of
 ``context_length - 2`` BPE tokens, each window is encoded, and the L2-normalised window embeddings are averaged
@@ -19,11 +19,15 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from pyterrier_tot._artifact import RESERVED, ToTArtifact, building
 from pyterrier_tot._util import hub_reachable, is_offline
 from pyterrier_tot.bars import bar as progress_bar
+from pyterrier_tot.decomposition.clues import clue_column
 from pyterrier_tot.errors import ModelUnavailableError
 
 LONG_CLUE_MODES = ("chunk", "truncate")
+#: The query column that holds the cover clue (what the ranker scores and the trainer pairs with a cover).
+COVER_COLUMN = clue_column("cover")
 
 #: A tiny open_clip config (random init only) for tests, benchmarks and smoke runs: ~3.5M parameters,
 #: almost all of them the 49408-token embedding table that CLIP's BPE tokenizer needs.
@@ -120,8 +124,6 @@ class ClipModel:
     def load(cls, path: Union[str, Path], device: Optional[str] = None) -> "ClipModel":
         """Load a checkpoint folder written by :meth:`save` (or any open_clip ``local-dir:`` folder); weights are
         read from safetensors, or with ``torch.load(weights_only=True)``, never unpickled."""
-        from pyterrier_tot.covers.clip_training import ClipCheckpoint
-
         open_clip = _import_open_clip()
         path = Path(path)
         cfg_file = path / "open_clip_config.json"
@@ -160,10 +162,8 @@ class ClipModel:
 
     def save(self, path: Union[str, Path], metadata: Optional[Dict[str, Any]] = None,
              overwrite: bool = False) -> Path:
-        """Write this model as a :class:`~pyterrier_tot.covers.clip_training.ClipCheckpoint` folder (also an
+        """Write this model as a :class:`ClipCheckpoint` folder (also an
         open_clip ``local-dir:`` model); ``metadata`` (e.g. training history) goes into its ``pt_meta.json``."""
-        from pyterrier_tot.covers.clip_training import ClipCheckpoint
-
         return Path(ClipCheckpoint(path).build(self, metadata=metadata, overwrite=overwrite).path)
 
     # -- properties
@@ -308,3 +308,47 @@ def _check_pretrained_available(arch: str, tag: str) -> None:
             f"with internet, or "
             f"pass a local weights file (ClipModel.from_pretrained(arch, '/path/to/weights.bin')) or a saved "
             f"checkpoint directory (ClipModel.load(path))")
+
+
+class ClipCheckpoint(ToTArtifact):
+    """A saved (fine-tuned) CLIP model: an open_clip ``local-dir`` folder with ``open_clip_model.safetensors``,
+    ``open_clip_config.json`` (model + preprocess config) and ``pt_meta.json``, whose own keys are the base
+    model, the weight fingerprint and, for a fine-tuned model, the training settings, per-epoch history and
+    best epoch. Written by :meth:`build` / :meth:`ClipModel.save`; ``pt.Artifact.load(path)`` opens it.
+    Folders from before the metadata moved into ``pt_meta.json`` (a ``metadata.json`` beside it) still open."""
+
+    ARTIFACT_TYPE = "clip_model"
+    ARTIFACT_FORMAT = "open_clip"
+
+    def build(self, model: ClipModel, metadata: Optional[Dict[str, Any]] = None,
+              overwrite: bool = False) -> "ClipCheckpoint":
+        """Save ``model`` here (atomically: a crash leaves no half-written checkpoint)."""
+        from safetensors.torch import save_file
+
+        meta = {"base_model": model.source, "fingerprint": model.fingerprint()}
+        meta.update(metadata or {})
+        clash = [k for k in meta if k in RESERVED]
+        if clash:
+            raise ValueError(f"ClipCheckpoint metadata keys {clash} are reserved by pt_meta.json")
+        with building(self.path, overwrite=overwrite) as tmp:
+            state = {k: v.detach().cpu().contiguous() for k, v in model.model.state_dict().items()}
+            save_file(state, str(tmp / "open_clip_model.safetensors"))
+            (tmp / "open_clip_config.json").write_text(json.dumps(
+                {"model_cfg": model.model_cfg, "preprocess_cfg": _jsonable(model.preprocess_cfg)}, indent=2))
+            self._write_meta(tmp, **_jsonable(meta))
+        return self
+
+    def model(self, device: Optional[str] = None) -> ClipModel:
+        return ClipModel.load(self.path, device=device)
+
+    def metadata(self) -> Dict[str, Any]:
+        """The checkpoint's own metadata (base model, fingerprint, training); empty for a foreign folder."""
+        old = Path(self.path) / "metadata.json"
+        if old.is_file():
+            return json.loads(old.read_text())
+        if not self.built():
+            return {}
+        return {k: v for k, v in self.meta().items() if k not in RESERVED}
+
+    def __repr__(self):
+        return f"ClipCheckpoint({str(self.path)!r})"

@@ -15,7 +15,6 @@ with the best top-1 text->image accuracy on the validation split is kept; the mo
 from __future__ import annotations
 
 import copy
-import json
 import math
 import random
 import time
@@ -26,58 +25,17 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import pandas as pd
 
-from pyterrier_tot._artifact import RESERVED, ToTArtifact, building
 from pyterrier_tot._util import is_missing
 from pyterrier_tot.bars import bar as progress_bar
-from pyterrier_tot.covers.clip_model import LONG_CLUE_MODES, ClipModel, _jsonable
-from pyterrier_tot.covers.cover_ranker import COVER_COLUMN
+from pyterrier_tot.covers.clip_model import (
+    COVER_COLUMN,
+    LONG_CLUE_MODES,
+    ClipCheckpoint,  # noqa: F401  (re-exported: its old home, and setup.cfg's entry point names it here)
+    ClipModel,
+)
 from pyterrier_tot.covers.images import load_cover
 
 PAPER_DEFAULTS = {"batch_size": 4, "lr": 5e-5, "weight_decay": 0.2, "epochs": 10, "optimizer": "adamw"}
-
-
-class ClipCheckpoint(ToTArtifact):
-    """A saved (fine-tuned) CLIP model: an open_clip ``local-dir`` folder with ``open_clip_model.safetensors``,
-    ``open_clip_config.json`` (model + preprocess config) and ``pt_meta.json``, whose own keys are the base
-    model, the weight fingerprint and, for a fine-tuned model, the training settings, per-epoch history and
-    best epoch. Written by :meth:`build` / :meth:`ClipModel.save`; ``pt.Artifact.load(path)`` opens it.
-    Folders from before the metadata moved into ``pt_meta.json`` (a ``metadata.json`` beside it) still open."""
-
-    ARTIFACT_TYPE = "clip_model"
-    ARTIFACT_FORMAT = "open_clip"
-
-    def build(self, model: ClipModel, metadata: Optional[Dict[str, Any]] = None,
-              overwrite: bool = False) -> "ClipCheckpoint":
-        """Save ``model`` here (atomically: a crash leaves no half-written checkpoint)."""
-        from safetensors.torch import save_file
-
-        meta = {"base_model": model.source, "fingerprint": model.fingerprint()}
-        meta.update(metadata or {})
-        clash = [k for k in meta if k in RESERVED]
-        if clash:
-            raise ValueError(f"ClipCheckpoint metadata keys {clash} are reserved by pt_meta.json")
-        with building(self.path, overwrite=overwrite) as tmp:
-            state = {k: v.detach().cpu().contiguous() for k, v in model.model.state_dict().items()}
-            save_file(state, str(tmp / "open_clip_model.safetensors"))
-            (tmp / "open_clip_config.json").write_text(json.dumps(
-                {"model_cfg": model.model_cfg, "preprocess_cfg": _jsonable(model.preprocess_cfg)}, indent=2))
-            self._write_meta(tmp, **_jsonable(meta))
-        return self
-
-    def model(self, device: Optional[str] = None) -> ClipModel:
-        return ClipModel.load(self.path, device=device)
-
-    def metadata(self) -> Dict[str, Any]:
-        """The checkpoint's own metadata (base model, fingerprint, training); empty for a foreign folder."""
-        old = Path(self.path) / "metadata.json"
-        if old.is_file():
-            return json.loads(old.read_text())
-        if not self.built():
-            return {}
-        return {k: v for k, v in self.meta().items() if k not in RESERVED}
-
-    def __repr__(self):
-        return f"ClipCheckpoint({str(self.path)!r})"
 
 
 def _pairs_frame(pairs, who: str) -> pd.DataFrame:

@@ -187,12 +187,5 @@ class CoverIndex(ToTArtifact):
     def __len__(self):
         return len(self.docnos)
 
-    def ranker(self, model=None, **kwargs):
-        """A :class:`~pyterrier_tot.covers.cover_ranker.CoverRanker` over this index (``model`` defaults to
-        the one recorded at build time)."""
-        from pyterrier_tot.covers.cover_ranker import CoverRanker
-
-        return CoverRanker(self, model, **kwargs)
-
     def __repr__(self):
         return f"CoverIndex({str(self.path)!r})"

@@ -24,15 +24,13 @@ import pyterrier_alpha as pta
 
 from pyterrier_tot._util import is_missing
 from pyterrier_tot.bars import bar as progress_bar
-from pyterrier_tot.covers.clip_model import LONG_CLUE_MODES, ClipModel
+from pyterrier_tot.covers.clip_model import COVER_COLUMN, LONG_CLUE_MODES, ClipModel
 from pyterrier_tot.covers.cover_index import CoverIndex
 from pyterrier_tot.covers.images import blank_cover
-from pyterrier_tot.decomposition.clues import clue_column
 from pyterrier_tot.normalise import METHODS as _NORM_METHODS
 from pyterrier_tot.normalise import normalise_scores
 from pyterrier_tot.policy import check_query_frame, check_result_frame
 
-COVER_COLUMN = clue_column("cover")
 MISSING_COVER_MODES = ("blank", "neutral")
 
 
@@ -235,3 +233,17 @@ def _dot_chunked(emb: np.ndarray, vec: np.ndarray, chunk: int = 1 << 16) -> np.n
     for s in range(0, emb.shape[0], chunk):
         out[s:s + chunk] = np.asarray(emb[s:s + chunk]) @ vec
     return out
+
+
+def _index_ranker(self: CoverIndex, model=None, **kwargs) -> CoverRanker:
+    """A :class:`~pyterrier_tot.covers.cover_ranker.CoverRanker` over this index (``model`` defaults to
+    the one recorded at build time)."""
+    return CoverRanker(self, model, **kwargs)
+
+
+# ``index.ranker()`` is a method of the index, but it is defined here, above the index, so that cover_index never
+# imports its ranker (pyterrier-dr's FlexIndex gets its retrievers the same way). Importing any covers module runs
+# pyterrier_tot/covers/__init__.py, which imports this one, so the method is always there.
+_index_ranker.__name__ = "ranker"
+_index_ranker.__qualname__ = "CoverIndex.ranker"
+CoverIndex.ranker = _index_ranker

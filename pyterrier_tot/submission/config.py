@@ -26,7 +26,7 @@ import pyterrier as pt
 from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.datasets.base import BookDataset, read_jsonl, read_trec_qrels
 from pyterrier_tot.datasets.books import Book
-from pyterrier_tot.errors import BadInputError
+from pyterrier_tot.errors import BadInputError, ConfigError  # ConfigError lives in errors.py; re-exported here
 from pyterrier_tot.submission.fusion import FUSION_METHODS, Fusion
 from pyterrier_tot.submission.param_types import _check_param, _signature, _type_name
 
@@ -56,14 +56,6 @@ _TOP_KEYS = {"run_tag", "depth", "description", "dataset", "index", "llm", "pipe
 _DATASET_KEYS = {"name", "split", "corpus", "topics", "qrels"}
 _INDEX_KEYS = {"path"}
 _FUSE_KEYS = {"stage", "inputs", "method", "weights", "rr_k", "num_results"}
-
-
-class ConfigError(BadInputError):
-    """A config the library cannot use; ``key`` names the offending key (``pipeline[2].k``)."""
-
-    def __init__(self, key: str, message: str, source: Optional[str] = None):
-        self.key, self.source = key, source
-        super().__init__(f"{source + ': ' if source else ''}{key}: {message}")
 
 
 # ---------------------------------------------------------------------------------------------- stages

@@ -10,6 +10,8 @@ from collections.abc import Sequence as _Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from pyterrier_tot.errors import ConfigError
+
 
 # ---------------------------------------------------------------------------------------------- type checks
 def _accepts(ann, value) -> Optional[bool]:
@@ -61,6 +63,4 @@ def _check_param(key: str, param: inspect.Parameter, value, source) -> None:
     if verdict is False:
         want = param.annotation if param.annotation is not inspect.Parameter.empty else type(param.default)
         want = want.__name__ if isinstance(want, type) else str(want).replace("typing.", "")
-        from pyterrier_tot.submission.config import ConfigError  # defined with the config it describes
-
         raise ConfigError(key, f"wrong type: {_type_name(value)} {value!r}, expected {want}", source)
