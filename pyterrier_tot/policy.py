@@ -23,7 +23,7 @@ frame with a (qid, docno) pair twice raises; a NaN or infinite ``score`` raises 
 from __future__ import annotations
 
 import warnings
-from typing import Iterable, Optional, Set
+from typing import Iterable, List, Optional, Sequence, Set
 
 import numpy as np
 import pandas as pd
@@ -53,20 +53,93 @@ def _first(values: Iterable, n: int = _SHOW) -> list:
 
 
 def check_query_text(df: pd.DataFrame, who: str, column: str = "query") -> None:
-    """Raise naming the qids whose ``column`` is None, NaN, blank or not a string (one check per qid)."""
+    """Raise naming the qids whose ``column`` is None, NaN, blank or not a string (every row is checked).
+
+    A value missing (None / NaN) is reported as a missing value of that column, not as an empty query; when
+    other rows of the same qid hold the text, the message says so (an outer merge of two rankings lost it,
+    see :func:`fill_query_columns`)."""
     if len(df) == 0 or column not in df.columns:
         return
-    values = df[column]
-    missing = values.map(lambda v: v is None or (not isinstance(v, str) and _isna(v))).astype(bool)
+    try:  # one check per distinct (qid, text): result frames repeat the text on every row of a query
+        pairs = df[["qid", column]].drop_duplicates()
+    except TypeError:  # unhashable values (lists, dicts): check every row
+        pairs = df[["qid", column]]
+    values = pairs[column]
+    missing = values.map(_missing).astype(bool)
+    if missing.any():
+        qids = pairs.loc[missing, "qid"]
+        held = set(pairs.loc[~missing, "qid"])
+        partial = [q for q in qids if q in held]
+        where = _first(qids.astype(str))
+        if partial:
+            raise BadInputError(f"{who}: column {column!r} is missing (None/NaN) on some rows of qid(s) "
+                                f"{_first(map(str, partial))} while other rows of the same qid hold it: an outer "
+                                "merge of rankings lost it (fill it per qid with "
+                                "pyterrier_tot.policy.fill_query_columns)")
+        raise BadInputError(f"{who}: column {column!r} is missing (None/NaN) for qid(s) {where}")
     blank = values.map(lambda v: isinstance(v, str) and not v.strip()).astype(bool)
-    bad = missing | blank
-    if bad.any():
-        raise BadInputError(f"{who}: empty {column!r} for qid(s) {_first(df.loc[bad, 'qid'].astype(str))}")
+    if blank.any():
+        raise BadInputError(f"{who}: empty {column!r} for qid(s) {_first(pairs.loc[blank, 'qid'].astype(str))}")
     wrong = ~values.map(lambda v: isinstance(v, str)).astype(bool)
     if wrong.any():
-        rows = df.loc[wrong]
+        rows = pairs.loc[wrong]
         raise BadInputTypeError(f"{who}: column {column!r} must hold text; qid(s) {_first(rows['qid'].astype(str))} "
                                 f"have {[type(v).__name__ + ' ' + repr(v) for v in _first(rows[column], 3)]}")
+
+
+def _missing(v) -> bool:
+    return v is None or (not isinstance(v, str) and _isna(v))
+
+
+def query_level_columns(df: pd.DataFrame) -> List[str]:
+    """The columns of ``df`` that hold one value per query, not per document: the query and its earlier
+    generations (PyTerrier's ``pt.model.query_columns``: ``query``, ``query_0``, ...) and the clue columns
+    (``clue_*``), without ``qid``."""
+    cols = [c for c in pt.model.query_columns(df, qid=False)]
+    return cols + [c for c in df.columns if str(c).startswith("clue_") and c not in cols]
+
+
+def fill_query_columns(df: pd.DataFrame, source: Optional[pd.DataFrame] = None,
+                       columns: Optional[Sequence[str]] = None) -> pd.DataFrame:
+    """``df`` with each missing (None / NaN) value of a query-level column (default
+    :func:`query_level_columns`) taken from another row of the same qid, else from ``source`` (a frame with
+    ``qid`` and those columns, e.g. the input of the stage). Present values are never changed, and a qid whose
+    rows all lack the value (and that ``source`` does not hold) keeps it missing. An outer merge of two rankings
+    (PyTerrier's ``+``) leaves a book returned by one side only without the other side's columns; this puts
+    the query back on those rows."""
+    if len(df) == 0 or "qid" not in df.columns:
+        return df
+    cols = query_level_columns(df) if columns is None else [c for c in columns if c in df.columns]
+    out = df
+    for col in cols:
+        if col == "qid":
+            continue
+        try:
+            miss = out[col].isna().to_numpy(dtype=bool)
+        except (TypeError, ValueError):  # array-valued cells
+            continue
+        if not miss.any():
+            continue
+        known = out.loc[~miss, ["qid", col]].drop_duplicates("qid")
+        if source is not None and col in source.columns and "qid" in source.columns:
+            extra = source.loc[source[col].notna(), ["qid", col]].drop_duplicates("qid")
+            known = pd.concat([known, extra[~extra["qid"].isin(known["qid"])]], ignore_index=True)
+        if len(known) == 0:
+            continue
+        lookup = pd.Series(known[col].to_numpy(dtype=object), index=known["qid"].to_numpy())
+        if out is df:
+            out = df.copy()
+        rows = np.flatnonzero(miss)
+        fill = pd.Series(out["qid"].to_numpy()[rows]).map(lookup)
+        ok = fill.notna().to_numpy()
+        if ok.any():
+            where, values, at = rows[ok], fill[ok].to_numpy(dtype=object), out.columns.get_loc(col)
+            try:
+                out.iloc[where, at] = values
+            except (TypeError, ValueError):  # a value the column's dtype cannot hold: keep it as it is
+                out[col] = out[col].astype(object)
+                out.iloc[where, at] = values
+    return out
 
 
 def _isna(v) -> bool:
@@ -121,7 +194,7 @@ def check_result_frame(df: pd.DataFrame, who: str, column: Optional[str] = None,
     (``column``) usable for each qid, and (``score=True``) a finite incoming score."""
     check_unique_pairs(df, who)
     if column is not None and len(df):
-        check_query_text(df.drop_duplicates("qid"), who, column)
+        check_query_text(df, who, column)
     if score:
         check_scores(df, who)
 
@@ -212,6 +285,6 @@ def report_missing_qids(inp: pd.DataFrame, out: pd.DataFrame, who: str, owner=No
     return missing
 
 
-__all__ = ["UNKNOWN_DOCNOS", "check_query_text", "check_unique_qids", "check_unique_pairs", "check_scores",
-           "check_query_frame", "check_result_frame", "check_unknown_docnos_arg", "unknown_docnos",
-           "add_ranks", "report_missing_qids"]
+__all__ = ["UNKNOWN_DOCNOS", "check_query_text", "query_level_columns", "fill_query_columns", "check_unique_qids",
+           "check_unique_pairs", "check_scores", "check_query_frame", "check_result_frame",
+           "check_unknown_docnos_arg", "unknown_docnos", "add_ranks", "report_missing_qids"]
