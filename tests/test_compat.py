@@ -2,6 +2,8 @@
 import importlib
 import sys
 
+import pandas as pd
+import pyterrier as pt
 import pytest
 
 import pyterrier_tot as ptt
@@ -26,3 +28,39 @@ def test_old_names_from_the_readme():
         from pyterrier_tot.cover_ranker import ClipModel, CoverIndex
         from pyterrier_tot.retrieval import BookIndex
     assert BookIndex is ptt.BookIndex and CoverIndex is ptt.CoverIndex and ClipModel is ptt.ClipModel
+
+
+class _Ranking(pt.Transformer):
+    """A fixed ranking per qid, joined onto the input's query columns as a retriever would."""
+
+    def __init__(self, docs):
+        self.docs = docs
+
+    def transform(self, inp):
+        rows = pd.DataFrame([(q, d, s) for q, ranked in self.docs.items() for d, s in ranked],
+                            columns=["qid", "docno", "score"])
+        return pt.model.add_ranks(inp.merge(rows, on="qid"))
+
+
+def test_pyterrier_sum_keeps_every_query_column():
+    """Issue 30.3: PyTerrier's + keeps the left side's copy of each shared column, so a book only the right side
+    returned had NaN in query, query_0 and the clue columns; pyterrier_tot's patch fills them per qid."""
+    topics = pd.DataFrame({"qid": ["1", "2", "3"], "query": ["red moon", "ghost", "kittens"],
+                           "query_0": ["uh red moon?", "a ghost", "kittens i think"],
+                           "clue_title": pd.Series(["Red Moon", None, None], dtype=object),
+                           "clue_year": pd.array([2004, pd.NA, 1996], dtype="Int64")})
+    left = _Ranking({"1": [("a", 2.0)], "2": [("a", 1.0), ("b", 0.5)]})          # nothing for qid 3
+    right = _Ranking({"1": [("b", 1.0), ("c", 0.2)], "2": [("c", 3.0)], "3": [("a", 1.0)]})
+    res = (left + right)(topics)
+    assert sorted(zip(res.qid, res.docno)) == [("1", "a"), ("1", "b"), ("1", "c"), ("2", "a"), ("2", "b"),
+                                               ("2", "c"), ("3", "a")]
+    want = topics.set_index("qid")
+    for col in ["query", "query_0", "clue_year"]:
+        got = res.groupby("qid")[col].agg(list).to_dict()
+        assert got == {q: [want.loc[q, col]] * len(v) for q, v in got.items()}, col
+    assert res.set_index(["qid", "docno"])["score"].to_dict() == {
+        ("1", "a"): 2.0, ("1", "b"): 1.0, ("1", "c"): 0.2, ("2", "a"): 1.0, ("2", "b"): 0.5, ("2", "c"): 3.0,
+        ("3", "a"): 1.0}
+    assert res.loc[res.qid == "1", "clue_title"].tolist() == ["Red Moon"] * 3
+    assert all(v is None for v in res.loc[res.qid != "1", "clue_title"])  # N/A stays None, never NaN
+    assert str(res["clue_year"].dtype) == "Int64"
