@@ -11,11 +11,19 @@ Each bar is labelled, shows only for loops of at least ``min_items`` items, is r
 (``leave=False``, so a pipeline leaves no trail of finished bars) and redraws at most once a second (training
 loops: every ``TRAINING_INTERVAL`` seconds), so a log file or a notebook cell does not fill with lines. Loading
 a local model never shows a bar (transformers' "Loading weights" bar is off while the library loads one).
+
+Native libraries write their own logs straight to the process's file descriptors 1 and 2 (PISA: ``[info]`` lines
+and ``Storing terms statistics: 5%`` bars while an index is built). The library silences them around such calls
+(:func:`quiet_native_output`), also in Jupyter, where fds 1 and 2 feed the cell. They come back on failure, and
+on request: ``with native_logs():`` or ``PYTERRIER_TOT_NATIVE_LOGS=1``.
 """
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import sys
+import tempfile
 from typing import Iterable, Iterator, Optional
 
 import pyterrier as pt
@@ -24,8 +32,10 @@ import pyterrier as pt
 ENV = "PYTERRIER_TOT_PROGRESS"
 #: Seconds between redraws of a training loop's bar (one step can take a second; a redraw per step is noise).
 TRAINING_INTERVAL = 10.0
+#: Environment variable that lets native libraries' own logs through (PISA's ``[info]`` lines): "1" shows them.
+NATIVE_ENV = "PYTERRIER_TOT_NATIVE_LOGS"
 _OFF = {"0", "false", "no", "off"}
-_state: dict = {"enabled": None}
+_state: dict = {"enabled": None, "native": None}
 
 
 def progress_enabled() -> bool:
@@ -101,6 +111,78 @@ def quiet_per_call_bars() -> Iterator[None]:
         yield
     finally:
         pt.tqdm = original
+
+
+def native_logs_enabled() -> bool:
+    """Whether native libraries may write their own logs (:func:`native_logs`, else ``$PYTERRIER_TOT_NATIVE_LOGS``;
+    default off)."""
+    if _state["native"] is not None:
+        return _state["native"]
+    return os.environ.get(NATIVE_ENV, "0").strip().lower() not in _OFF | {""}
+
+
+@contextlib.contextmanager
+def native_logs(enabled: bool = True) -> Iterator[None]:
+    """Inside: native libraries' own logs (PISA's ``[info]`` lines and progress) are shown (``enabled=True``) or
+    silenced; the previous setting comes back after."""
+    before = _state["native"]
+    _state["native"] = bool(enabled)
+    try:
+        yield
+    finally:
+        _state["native"] = before
+
+
+def _flush_c_stdio() -> None:
+    """Flush C's stdio buffers, so what a native library buffered goes where fds 1 and 2 point now."""
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError, TypeError):  # no C library to ask (not POSIX): nothing buffered to flush
+        pass
+
+
+@contextlib.contextmanager
+def quiet_native_output(enabled: Optional[bool] = None) -> Iterator[None]:
+    """Silence what native code writes to file descriptors 1 and 2 (PISA's logs and progress bars) inside the
+    block; it is written to stderr after all if the block fails. ``enabled`` (default: unless
+    :func:`native_logs_enabled`) turns the silencing on or off.
+
+    The process's own fds 1 and 2 are redirected, not ``sys.stdout.fileno()``: in Jupyter (ipykernel) that is a
+    copy of the terminal's stream, while fds 1 and 2 are the pipes that feed the cell, so redirecting it let
+    every ``[info]`` line into the notebook."""
+    if enabled is None:
+        enabled = not native_logs_enabled()
+    if not enabled:
+        yield
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    try:
+        saved = [os.dup(1), os.dup(2)]
+    except OSError:  # no fds 1 / 2 (a detached process): nothing native can be seen anyway
+        yield
+        return
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        _flush_c_stdio()
+        os.dup2(tmp.fileno(), 1)
+        os.dup2(tmp.fileno(), 2)
+        failed = False
+        try:
+            yield
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            _flush_c_stdio()
+            for fd, keep in zip((1, 2), saved):
+                os.dup2(keep, fd)
+                os.close(keep)
+            if failed:
+                tmp.seek(0)
+                sys.stderr.write(tmp.read()[-4000:].decode("utf8", "replace"))
 
 
 def _third_party(enabled: bool) -> None:

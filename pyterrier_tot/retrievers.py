@@ -7,12 +7,8 @@ empty frame as for a real one, and the retrievers implement ``fuse_rank_cutoff``
 """
 from __future__ import annotations
 
-import contextlib
 import copy
-import os
 import re
-import sys
-import tempfile
 import warnings
 from typing import List, Optional, Tuple
 
@@ -22,7 +18,7 @@ import pyterrier as pt
 import pyterrier_alpha as pta
 
 from pyterrier_tot._util import empty_scored
-from pyterrier_tot.bars import quiet_per_call_bars
+from pyterrier_tot.bars import quiet_native_output, quiet_per_call_bars  # noqa: F401  (quiet_native_output: re-exported)
 from pyterrier_tot.errors import BadInputError, NoResultsWarning, UnknownDocnoError  # noqa: F401  (re-exported)
 from pyterrier_tot.policy import (
     add_ranks,
@@ -43,36 +39,6 @@ def tokenise_query(text: str, max_terms: int = 1024, max_term_len: int = 64) -> 
     control characters survive), with over-long tokens and queries cut."""
     toks = [t for t in _WORD_RE.findall(str(text).lower()) if len(t) <= max_term_len]
     return " ".join(toks[:max_terms])
-
-
-@contextlib.contextmanager
-def quiet_native_output():
-    """Silence native (C++) output on fds 1 and 2 (PISA logs and progress bars); replay it on failure."""
-    streams = [sys.stdout, sys.stderr]
-    try:
-        fds = [st.fileno() for st in streams]
-    except (AttributeError, OSError, ValueError):
-        yield
-        return
-    for st in streams:
-        st.flush()
-    saved = [os.dup(fd) for fd in fds]
-    with tempfile.TemporaryFile(mode="w+b") as tmp:
-        for fd in fds:
-            os.dup2(tmp.fileno(), fd)
-        failed = False
-        try:
-            yield
-        except BaseException:
-            failed = True
-            raise
-        finally:
-            for fd, keep in zip(fds, saved):
-                os.dup2(keep, fd)
-                os.close(keep)
-            if failed:
-                tmp.seek(0)
-                sys.stderr.write(tmp.read()[-4000:].decode("utf8", "replace"))
 
 
 def _ranked_columns(inp_columns) -> List[str]:
