@@ -70,3 +70,39 @@ def test_score_years_vectorised():
     e = DateExpert()
     got = e.score_years(np.array([1990, 2010, np.nan, 2000]), np.array([2000, 2000, 2000, np.nan]))
     assert got.tolist() == [1.0, 0.0, 1.0, 1.0]
+
+
+def test_a_corpus_without_dates_is_told_and_warned_once(tmp_path):
+    """Issue 30.4: on a corpus with no years (Reddit-TOMT) every score was a silent neutral 1.0."""
+    import warnings
+
+    from conftest import TINY_BOOKS
+
+    from pyterrier_tot.decomposition.date_expert import NoDatesWarning, corpus_has_dates
+    dated = BookIndex(pd.DataFrame(TINY_BOOKS), path=tmp_path / "dated")
+    undated = BookIndex(pd.DataFrame(TINY_BOOKS).drop(columns=["year"]), path=tmp_path / "undated")
+    streamed = BookIndex([{k: v for k, v in b.items() if k != "year"} for b in TINY_BOOKS],
+                         path=tmp_path / "streamed", stream=True)
+    streamed_dated = BookIndex(TINY_BOOKS, path=tmp_path / "streamed_dated", stream=True)
+    assert streamed.streamed and streamed_dated.streamed
+    assert corpus_has_dates(dated) and corpus_has_dates(streamed_dated)
+    assert not corpus_has_dates(undated) and not corpus_has_dates(streamed)
+    assert DateExpert(dated).acts() and not DateExpert(undated).acts() and not DateExpert(dated).acts(undated)
+    assert DateExpert().acts()  # years from the input frame: cannot be judged beforehand
+    with pytest.raises(TypeError, match="BookIndex"):
+        corpus_has_dates("not an index")
+    cands = pd.DataFrame({"qid": "1", "query": "x", "docno": ["b1", "b2"], "clue_year": [2000, 2000]})
+    expert = DateExpert(undated)
+    with pytest.warns(NoDatesWarning, match="no book .* has a publication year"):
+        out = expert(cands)
+    assert out["score"].tolist() == [DATE_NEUTRAL, DATE_NEUTRAL]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NoDatesWarning)  # once per expert; a dated corpus never warns
+        expert(cands)
+        DateExpert(dated)(cands)
+        DateExpert()(cands.assign(year=[1990, 2010]))
+
+
+def test_reddit_tomt_has_no_dates(reddit_index):
+    from pyterrier_tot.decomposition.date_expert import corpus_has_dates
+    assert not corpus_has_dates(reddit_index) and not DateExpert(reddit_index).acts()

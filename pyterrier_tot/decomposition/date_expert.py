@@ -21,10 +21,21 @@ Scorer mode only: the input is a result frame (``qid``, ``docno``, ``clue_year``
 column is a declared input). Missing columns raise ``pt.validate.InputValidationError``, which here is also a
 ``ValueError``. ``clue_year`` may be an int, a float, a numeric string or a date string ("around 2005"), parsed
 with ``pyterrier_tot.datasets.books.parse_year``.
-Reddit-TOMT books carry no year, so there every score is neutral. A docno the index does not hold is not a book
-with an unknown year: it raises ``UnknownDocnoError`` (or scores NaN with ``unknown_docnos="nan"``).
+A docno the index does not hold is not a book with an unknown year: it raises ``UnknownDocnoError`` (or scores
+NaN with ``unknown_docnos="nan"``).
+
+A corpus without years (Reddit-TOMT: title and text only) makes every score neutral, so the expert ranks
+nothing: the first call on such an index warns (:class:`NoDatesWarning`, once per expert), and
+:func:`corpus_has_dates` / :meth:`DateExpert.acts` tell beforehand, so a recipe can leave the expert out::
+
+    experts = {...}
+    if corpus_has_dates(index):          # or DateExpert(index).acts()
+        experts["date"] = DateExpert(index)
 """
 from __future__ import annotations
+
+import itertools
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -45,10 +56,35 @@ from pyterrier_tot.policy import (
 
 #: Score when the book year or the clue year is unknown.
 DATE_NEUTRAL = 1.0
+#: How many documents of a streamed corpus (too large to hold) :func:`corpus_has_dates` reads.
+STREAMED_SAMPLE = 1000
+
+
+class NoDatesWarning(UserWarning):
+    """The date expert runs on a corpus whose books carry no year: every score is neutral."""
 
 
 def _years(values: pd.Series) -> pd.Series:
     return values.map(lambda v: np.nan if is_missing(v) else (parse_year(v) or np.nan)).astype(float)
+
+
+def corpus_has_dates(index) -> bool:
+    """Whether any book of ``index`` (a :class:`~pyterrier_tot.index.BookIndex`) has a publication year, i.e.
+    whether a :class:`DateExpert` over it can score anything but the neutral value. Reads the ``year`` column of
+    an in-memory corpus (milliseconds for thousands of books); a streamed corpus is judged on its first
+    :data:`STREAMED_SAMPLE` documents. Reddit-TOMT: False; Goodreads / WhatsThatBook books with years: True."""
+    check_index(index, "corpus_has_dates")
+    if getattr(index, "streamed", False):
+        store = getattr(index, "_store", None)
+        if store is None:
+            return True  # cannot tell: let the expert run
+        rows = store.iter_rows()
+        try:
+            return any(parse_year(r.get("year")) is not None for r in itertools.islice(rows, STREAMED_SAMPLE))
+        finally:
+            rows.close()
+    corpus = index.corpus
+    return "year" in corpus.columns and bool(_years(corpus["year"]).notna().any())
 
 
 class DateExpert(pt.Transformer):
@@ -69,6 +105,23 @@ class DateExpert(pt.Transformer):
         # a docno the index does not hold has no year; scoring it neutral would make a score up
         self.unknown_docnos = check_unknown_docnos_arg(unknown_docnos)
         self._book_years = None
+        self._dates_checked = False
+
+    def acts(self, index=None) -> bool:
+        """Whether this expert can score anything but ``neutral`` on ``index`` (default its own): False when no
+        book there has a year (:func:`corpus_has_dates`). Without any index the years come from the input's
+        ``year`` column, which cannot be judged beforehand: True."""
+        index = self.index if index is None else index
+        return True if index is None else corpus_has_dates(index)
+
+    def _warn_without_dates(self) -> None:
+        if self._dates_checked:
+            return
+        self._dates_checked = True
+        if not corpus_has_dates(self.index):
+            warnings.warn(f"{self!r}: no book of {self.index!r} has a publication year, so every candidate scores "
+                          f"the neutral {self.neutral:g} and this expert ranks nothing; leave it out on this corpus "
+                          "(check with corpus_has_dates(index) or DateExpert.acts())", NoDatesWarning, stacklevel=3)
 
     def book_years(self) -> pd.Series:
         if self._book_years is None:
@@ -104,6 +157,8 @@ class DateExpert(pt.Transformer):
         check_result_frame(inp, repr(self))
         out = inp.copy()
         unknown = np.zeros(len(out), dtype=bool)
+        if self.year_column not in out.columns:
+            self._warn_without_dates()  # the years come from the index
         if self.year_column in out.columns:
             years = _years(out[self.year_column]).to_numpy()
         elif getattr(self.index, "streamed", False):
