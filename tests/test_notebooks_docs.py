@@ -48,7 +48,7 @@ def test_ablation_notebook_executes(tmp_path, reddit):
     text = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in outputs)
     assert "40 queries; 2679 books" in text
     for row in ["HedgeRemover >> BM25", "BM25 >> NegationPenalty", "BM25 >> DenseReranker",
-                "Decomposition (all experts)", "Decomposition without title", "Decomposition without date",
+                "Decomposition (all experts)", "Decomposition without title", "Decomposition without plot",
                 "R@5 p-value"]:
         assert row in text, row
     tables = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]

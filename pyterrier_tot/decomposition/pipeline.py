@@ -265,12 +265,14 @@ class DecompositionPipeline(pt.Transformer):
 
 def default_experts(index, model: Optional[str] = None, base_model: Optional[str] = None,
                     fields: Sequence[str] = ("title", "plot")) -> Dict[str, pt.Transformer]:
-    """base (dense full query), bm25 (full query), one dense expert per clue field, and the date expert."""
+    """base (dense full query), bm25 (full query), one dense expert per clue field, and the date expert where the
+    corpus has publication years (:meth:`DateExpert.acts`; on Reddit-TOMT it would score every book alike)."""
     experts: Dict[str, pt.Transformer] = {"base": base_expert(index, "dense", model=base_model or model),
                                           "bm25": base_expert(index, "bm25")}
     for f in fields:
         experts[f] = FieldExpert(index, f, "dense", model=model)
-    experts["date"] = DateExpert(index)
+    if DateExpert.acts(index):
+        experts["date"] = DateExpert(index)
     return experts
 
 

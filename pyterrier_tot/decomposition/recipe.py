@@ -174,12 +174,7 @@ def recipe_experts(index, fine_tuned: FineTuned = None) -> Tuple[Dict[str, pt.Tr
 def _date_acts(index) -> bool:
     """Whether the date expert can tell books apart on ``index``: on a corpus without publication years (Reddit-TOMT)
     it scores every book alike, so the recipe leaves it out there."""
-    acts = getattr(DateExpert, "acts", None)  # TODO(merge): the helper's name for this check
-    if acts is not None:
-        return bool(acts(index))
-    if getattr(index, "streamed", False):
-        return True
-    return bool(DateExpert(index).book_years().notna().any())
+    return DateExpert.acts(index)
 
 
 def candidate_base(experts: Dict[str, pt.Transformer], names: Sequence[str], k: int = BASE_K) -> pt.Transformer:
