@@ -87,8 +87,8 @@ def test_a_corpus_without_dates_is_told_and_warned_once(tmp_path):
     assert streamed.streamed and streamed_dated.streamed
     assert corpus_has_dates(dated) and corpus_has_dates(streamed_dated)
     assert not corpus_has_dates(undated) and not corpus_has_dates(streamed)
-    assert DateExpert(dated).acts() and not DateExpert(undated).acts() and not DateExpert(dated).acts(undated)
-    assert DateExpert().acts()  # years from the input frame: cannot be judged beforehand
+    assert DateExpert.acts(dated) and not DateExpert.acts(undated) and not DateExpert(dated).acts(undated)
+    assert DateExpert.acts(None)  # years from the input frame: cannot be judged beforehand
     with pytest.raises(TypeError, match="BookIndex"):
         corpus_has_dates("not an index")
     cands = pd.DataFrame({"qid": "1", "query": "x", "docno": ["b1", "b2"], "clue_year": [2000, 2000]})
@@ -105,4 +105,4 @@ def test_a_corpus_without_dates_is_told_and_warned_once(tmp_path):
 
 def test_reddit_tomt_has_no_dates(reddit_index):
     from pyterrier_tot.decomposition.date_expert import corpus_has_dates
-    assert not corpus_has_dates(reddit_index) and not DateExpert(reddit_index).acts()
+    assert not corpus_has_dates(reddit_index) and not DateExpert.acts(reddit_index)

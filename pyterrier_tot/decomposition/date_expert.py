@@ -29,7 +29,7 @@ nothing: the first call on such an index warns (:class:`NoDatesWarning`, once pe
 :func:`corpus_has_dates` / :meth:`DateExpert.acts` tell beforehand, so a recipe can leave the expert out::
 
     experts = {...}
-    if corpus_has_dates(index):          # or DateExpert(index).acts()
+    if corpus_has_dates(index):          # or DateExpert.acts(index)
         experts["date"] = DateExpert(index)
 """
 from __future__ import annotations
@@ -107,11 +107,11 @@ class DateExpert(pt.Transformer):
         self._book_years = None
         self._dates_checked = False
 
-    def acts(self, index=None) -> bool:
-        """Whether this expert can score anything but ``neutral`` on ``index`` (default its own): False when no
-        book there has a year (:func:`corpus_has_dates`). Without any index the years come from the input's
-        ``year`` column, which cannot be judged beforehand: True."""
-        index = self.index if index is None else index
+    @staticmethod
+    def acts(index) -> bool:
+        """Whether a date expert over ``index`` can score anything but ``neutral``: False when no book there has
+        a year (:func:`corpus_has_dates`). ``DateExpert.acts(index)``; ``None`` (years from the input's ``year``
+        column, which cannot be judged beforehand) gives True."""
         return True if index is None else corpus_has_dates(index)
 
     def _warn_without_dates(self) -> None:
@@ -121,7 +121,8 @@ class DateExpert(pt.Transformer):
         if not corpus_has_dates(self.index):
             warnings.warn(f"{self!r}: no book of {self.index!r} has a publication year, so every candidate scores "
                           f"the neutral {self.neutral:g} and this expert ranks nothing; leave it out on this corpus "
-                          "(check with corpus_has_dates(index) or DateExpert.acts())", NoDatesWarning, stacklevel=3)
+                          "(check with corpus_has_dates(index) or DateExpert.acts(index))", NoDatesWarning,
+                          stacklevel=3)
 
     def book_years(self) -> pd.Series:
         if self._book_years is None:
