@@ -7,7 +7,9 @@ Example::
         llm = server.llm()                        # an LLM pointed at it
         clues = ClueDecomposer(llm)(topics)
 
-``LlamaServer(model_path=...)`` takes any GGUF file. The server listens on a free loopback port, the context
+``LlamaServer(model_path=...)`` takes any GGUF file. ``n_threads`` defaults to 1: on shared cores more threads
+were much slower (``benchmarks/results/llama_threads.md``); give ``n_threads=os.cpu_count()`` on an idle machine.
+The server listens on a free loopback port, the context
 manager waits until ``/v1/models`` answers and stops the process on exit (terminate, then kill). Needs the
 ``llm`` extra: ``pip install 'pyterrier-tot[llm]'`` (llama-cpp-python builds from source, several minutes).
 A server you already run needs none of this: ``LLM(model=..., base_url="http://host:port/v1")``.
@@ -102,7 +104,9 @@ class LlamaServer:
         if not self.model_path.is_file():
             raise ModelUnavailableError(f"GGUF model file not found: {self.model_path}")
         self.alias, self.n_ctx = alias, int(n_ctx)
-        self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        # one thread unless asked: llama.cpp threads wait for each other at every layer, so on cores that other
+        # processes share, two threads finished no decomposition where one did (benchmarks/llama_threads.py)
+        self.n_threads = int(n_threads) if n_threads else 1
         self.port = port
         self.startup_timeout = float(startup_timeout)
         self.extra_args = list(extra_args)
