@@ -76,7 +76,9 @@ def linear_fusion(*systems: pt.Transformer, weights=None, normalise: str = "minm
     on one scale, built from PyTerrier's own operators (so ``pt.inspect`` and ``%`` see through it). ``weights``
     default to 1 each; ``normalise``: ``minmax`` (default), ``zscore``, ``rr`` (reciprocal-rank fusion) or
     ``none`` (raw scores, only for systems already on one scale). A book one system did not return counts 0 there
-    (PyTerrier's ``+``), which is the bottom of the min-max and RR scales."""
+    (PyTerrier's ``+``), which is the bottom of the min-max and RR scales. Every row keeps its query columns
+    (``query``, ``query_0``, clues), also for a book only a later system returned: pyterrier_tot's patch of ``+``
+    (``pyterrier_tot._compat.patch_pyterrier_sum``) fills them per qid after PyTerrier's merge."""
     if len(systems) < 2:
         raise ValueError(f"linear_fusion needs at least two systems, got {len(systems)}")
     bad = [i for i, t in enumerate(systems) if not isinstance(t, pt.Transformer)]
