@@ -155,3 +155,110 @@ def test_input_inside_a_jupyter_kernel(index):
     assert reply["content"]["status"] == "ok", reply["content"]
     assert len(prompts) == 3 and prompts[1].startswith("What else do you remember")
     assert "SearchSession(1 question(s), found 'The Haunted Lighthouse')" in "".join(printed)
+
+
+# -- issue 30.6: the end of the input, Ctrl-C, bad counts, what each turn shows ------------------------------------
+def ending(lines, error=EOFError):
+    """Scripted input that raises ``error`` once its lines run out (Ctrl-D gives EOFError, Ctrl-C
+    KeyboardInterrupt)."""
+    it = iter(lines)
+
+    def read(prompt=""):
+        for line in it:
+            return line
+        raise error
+    return read
+
+
+@pytest.mark.parametrize("error,ended", [(EOFError, "eof"), (KeyboardInterrupt, "interrupted")])
+def test_the_search_ends_cleanly_when_the_input_stops(index, error, ended):
+    said = []
+    session = ptt.interactive_search(index.bm25(num_results=6), index,
+                                     input=ending([REQUEST, "", LIGHTHOUSE], error), output=said.append)
+    assert session.ended == ended and session.found is None and session.turns == 1
+    assert [r["answer"] for r in session.rows] == [None, LIGHTHOUSE]  # the answer given is kept
+    assert said[-1].strip().startswith("End of input" if error is EOFError else "Interrupted")
+    nothing = ptt.interactive_search(index.bm25(), index, input=ending([], error), output=said.append)
+    assert nothing.ended == ended and nothing.request == "" and nothing.rows == []
+
+
+def test_each_turn_shows_author_year_and_description_and_the_persons_words_lead_the_query(index):
+    said = []
+    session = ptt.interactive_search(index.bm25(num_results=6), index, request=REQUEST,
+                                     input=scripted(["", LIGHTHOUSE, "q"]), output=said.append, describe=60)
+    query = session.transcript.loc[1, "query"]
+    question = session.transcript.loc[1, "question"]
+    assert query.startswith(LIGHTHOUSE) and question in query and query.endswith(REQUEST)
+    assert any(s.startswith("\nSearching for: " + LIGHTHOUSE) for s in said)
+    shown = [s for s in said if s.startswith("  1. ")]
+    assert shown[-1] == "  1. The Haunted Lighthouse (Fay Lorne, 2001)"
+    description = said[said.index(shown[-1]) + 1]
+    assert description == "     Teenagers spend a night in an abandoned lighthouse where..."  # cut at a word, <= 60
+    from pyterrier_tot.clarinet.interactive import _line
+
+    assert _line(index.books_of(["b6"]).iloc[0]) == "Summer of Horses (Gil Arden)"  # no year: none shown
+
+
+def test_answer_first_changes_the_order_not_the_bm25_ranking(index):
+    from pyterrier_tot.clarinet import LanguagePosterior
+
+    history = [("What else do you remember about the story?", LIGHTHOUSE), ("Was it scary?", "Yes."),
+               ("Was there a dragon?", "No.")]
+    frame = pd.DataFrame({"qid": ["q"], "query": [REQUEST], "history": [history]})
+    measured, person = LanguagePosterior()(frame), LanguagePosterior(answer_first=True)(frame)
+    assert measured.loc[0, "query"].startswith("What else do you remember")
+    assert person.loc[0, "query"] == f"{LIGHTHOUSE} What else do you remember about the story? Was it scary? {REQUEST}"
+    assert sorted(measured.loc[0, "query"].split()) == sorted(person.loc[0, "query"].split())
+    bm25 = index.bm25(num_results=6)
+    a, b = bm25(measured[["qid", "query"]]), bm25(person[["qid", "query"]])
+    assert a["docno"].tolist() == b["docno"].tolist()
+    assert a["score"].to_numpy() == pytest.approx(b["score"].to_numpy())
+
+
+def test_bad_turns_and_show_are_refused(index, capsys):
+    from pyterrier_tot.submission.cli import main
+
+    for option, value, why in [("--turns", "-3", "must be at least 0, not -3"), ("--show", "0", "must be at least 1"),
+                               ("--turns", "two", "'two' is not a whole number")]:
+        with pytest.raises(SystemExit) as exit_:
+            main(["ask", "--index", str(index.path), option, value])
+        assert exit_.value.code == 2
+        assert f"argument {option}: {why}" in capsys.readouterr().err
+    for kwargs in ({"turns": -3}, {"show": 0}, {"turns": 2.5}):
+        with pytest.raises(ptt.BadInputError, match=next(iter(kwargs))):
+            ptt.interactive_search(index.bm25(), index, request=REQUEST, input=scripted([]), **kwargs)
+
+
+def test_pyterrier_tot_ask_when_the_pipe_ends_early(index, tmp_path):
+    out = tmp_path / "session.json"
+    run = subprocess.run(cli(index.path, "--transcript", str(out)), input=f"{REQUEST}\n\n{LIGHTHOUSE}\n",
+                         capture_output=True, text=True, timeout=120, cwd=ROOT, env=env())
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert "End of input: the search stopped after 1 question(s)." in run.stdout
+    saved = json.loads(out.read_text())
+    assert saved["ended"] == "eof" and saved["transcript"][1]["answer"] == LIGHTHOUSE
+    empty = subprocess.run(cli(index.path, "--transcript", str(out)), input="", capture_output=True, text=True,
+                           timeout=120, cwd=ROOT, env=env())
+    assert empty.returncode == 2 and "Traceback" not in empty.stderr and "nothing searched" in empty.stdout
+
+
+def test_pyterrier_tot_ask_stopped_by_ctrl_c(index, tmp_path):
+    import signal
+
+    out = tmp_path / "session.json"
+    proc = subprocess.Popen(cli(index.path, "--request", REQUEST, "--transcript", str(out)), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env())
+    seen, deadline = b"", time.monotonic() + 120
+    try:
+        while b"Is your book here?" not in seen and time.monotonic() < deadline and proc.poll() is None:
+            if select.select([proc.stdout], [], [], 0.5)[0]:
+                seen += os.read(proc.stdout.fileno(), 4096)
+        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends, while the prompt waits
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and b"Traceback" not in err, err.decode()[-2000:]
+    assert b"Interrupted" in seen + rest
+    saved = json.loads(out.read_text())
+    assert saved["ended"] == "interrupted" and saved["transcript"][0]["turn"] == 0

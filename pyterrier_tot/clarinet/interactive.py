@@ -3,21 +3,26 @@
     session = ptt.interactive_search(index.bm25(), index)      # asks for your description, then loops
     session.transcript                                          # turn, question, answer, query, shown, found
 
-Each turn shows the current top titles and asks whether the book is among them (its number ends the search);
-an empty reply asks the next question, ``q`` stops. Questions come from any :class:`Clarifier` (an LLM's pool
-with random / EIG / KL selection), by default the generic pool in order, so no LLM is needed. Answers go through
-the same posteriors as simulated games (default: your informative answers, then the request; "I don't
+Each turn shows the likeliest books (title, author, year and the start of the description) and asks whether the
+book is among them (its number ends the search); an empty reply asks the next question, ``q`` stops, and so do
+the end of the input (Ctrl-D) and Ctrl-C, keeping what was said (``session.ended`` tells which). Questions come
+from any :class:`Clarifier` (an LLM's pool with random / EIG / KL selection), by default the generic pool in
+order, so no LLM is needed. Answers go through the same posteriors as simulated games (default: your informative
+answers, then the request, with your own words before the questions they answer, ``answer_first=True``; "I don't
 remember" changes nothing). :class:`HumanUser` is the person as a game's user, for a
 :class:`ClarificationGame` played by hand. Reading goes through ``input()``, which Jupyter turns into a text box;
 both ``input`` and ``output`` can be replaced (scripted tests, other front ends).
 
 From a terminal: ``pyterrier-tot ask --index DIR`` (or ``--dataset reddit-tomt-books``); see
-``pyterrier-tot ask --help``.
+``pyterrier-tot ask --help``. Its exit status: 0 when the search ran (found or not, ``q``, Ctrl-D), 130 after
+Ctrl-C, 2 when no description was given; ``--transcript`` is written in every case.
 """
 from __future__ import annotations
 
+import argparse
 import builtins
 import json
+import numbers
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
@@ -33,6 +38,9 @@ from pyterrier_tot.clarinet.simulator import NO_MEMORY
 from pyterrier_tot.errors import BadInputError
 
 STOP_WORDS = {"q", "quit", "exit", "stop"}
+#: characters of a shown book's description (one line under its title)
+DESCRIBE = 110
+_ENDED = {"eof": "End of input", "interrupted": "Interrupted"}
 
 
 class HumanUser:
@@ -52,10 +60,12 @@ class HumanUser:
 
 class SearchSession:
     """What :func:`interactive_search` returns: ``transcript`` (one row per turn), ``found`` (the docno chosen,
-    or None), ``title``, ``turns`` (questions asked)."""
+    or None), ``title``, ``turns`` (questions asked) and ``ended``: how the search ended (``"found"``,
+    ``"stopped"`` by ``q``, ``"turns"`` when the questions ran out, ``"eof"`` when the input ended (Ctrl-D),
+    ``"interrupted"`` by Ctrl-C)."""
 
     def __init__(self, request: str):
-        self.request, self.found, self.title = request, None, None
+        self.request, self.found, self.title, self.ended = request, None, None, None
         self.rows: List[dict] = []
 
     @property
@@ -68,37 +78,71 @@ class SearchSession:
 
     def to_json(self, path) -> None:
         Path(path).write_text(json.dumps({"request": self.request, "found": self.found, "title": self.title,
-                                          "transcript": self.rows}, indent=1, default=str))
+                                          "ended": self.ended, "transcript": self.rows}, indent=1, default=str))
 
     def __repr__(self):
         state = f"found {self.title!r}" if self.found else "not found"
         return f"SearchSession({self.turns} question(s), {state})"
 
 
+def _known(value) -> bool:
+    try:
+        return not pd.isna(value) and str(value).strip() not in ("", "nan", "None", "<NA>")
+    except (TypeError, ValueError):  # a list or array is known
+        return True
+
+
+def _short(text, width: int) -> str:
+    """``text`` on one line, cut at a word before ``width`` characters (``...`` marks the cut)."""
+    text = " ".join(str(text).split())
+    if len(text) <= width:
+        return text
+    cut = text[: width - 3].rsplit(" ", 1)[0] if " " in text[: width - 3] else text[: width - 3]
+    return cut.rstrip(" ,;:.") + "..."
+
+
 def _line(book) -> str:
-    extra = [str(book.get(f)) for f in ("author", "year") if str(book.get(f, "") or "").strip() not in ("", "nan",
-                                                                                                          "None")]
-    if extra and extra[-1].endswith(".0"):
+    """A shown book: its title, with author and year where known."""
+    extra = [str(book.get(f)) for f in ("author", "year") if _known(book.get(f))]
+    if extra and _known(book.get("year")) and extra[-1].endswith(".0"):  # a year read as a float
         extra[-1] = extra[-1][:-2]
     return f"{book['title']}" + (f" ({', '.join(extra)})" if extra else "")
+
+
+def _check_count(name: str, value, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise BadInputError(f"interactive_search: {name} must be a whole number, not {value!r}")
+    if value < least:
+        raise BadInputError(f"interactive_search: {name} must be at least {least}, not {value}")
+    return int(value)
 
 
 def interactive_search(retriever: pt.Transformer, index, request: Optional[str] = None,
                        clarifier: Optional[Clarifier] = None, posterior=None, turns: int = 5, show: int = 5,
                        k: int = 100, temperature: float = 0.05, input: Optional[Callable[[str], str]] = None,
-                       output: Optional[Callable[[str], None]] = None) -> SearchSession:
+                       output: Optional[Callable[[str], None]] = None, describe: int = DESCRIBE) -> SearchSession:
     """Search for a half-remembered book with a person answering (see the module doc). ``retriever``: any
-    retriever over ``index``'s docnos; ``posterior``: a :class:`LanguagePosterior` (default, no LLM) or an
-    :class:`ExplicitPosterior`; ``turns``: at most this many questions; ``show``: titles shown per turn."""
+    retriever over ``index``'s docnos; ``posterior``: a :class:`LanguagePosterior` (default: without an LLM, the
+    person's words first, ``answer_first=True``) or an :class:`ExplicitPosterior`; ``turns``: at most this many
+    questions (0: only the first ranking); ``show``: books shown per turn, each with author, year and the start
+    of its description (``describe`` characters; 0: none). The end of the input (Ctrl-D) or Ctrl-C ends the
+    search with what was said so far (``session.ended``) instead of raising."""
     read = input or builtins.input
     say = output or (lambda text: print(text, flush=True))
+    turns, show, describe = _check_count("turns", turns, 0), _check_count("show", show, 1), int(describe)
     clarifier = clarifier or Clarifier(None, index, pool=GENERIC_QUESTIONS, selection=FirstSelection())
-    posterior = posterior if posterior is not None else LanguagePosterior()
+    posterior = posterior if posterior is not None else LanguagePosterior(answer_first=True)
     if not isinstance(posterior, (LanguagePosterior, ExplicitPosterior)):
         raise BadInputError(f"posterior must be a LanguagePosterior or an ExplicitPosterior, not {posterior!r}")
     user = HumanUser(read)
     if request is None:
-        request = read("Describe the book you are looking for (anything you remember):\n> ")
+        try:
+            request = read("Describe the book you are looking for (anything you remember):\n> ")
+        except (EOFError, KeyboardInterrupt) as e:
+            session = SearchSession("")
+            session.ended = "eof" if isinstance(e, EOFError) else "interrupted"
+            say(f"\n{_ENDED[session.ended]}: no description, nothing searched.")
+            return session
     request = " ".join(str(request or "").split())
     if not request:
         raise BadInputError("interactive_search: the description of the book is empty")
@@ -109,38 +153,67 @@ def interactive_search(retriever: pt.Transformer, index, request: Optional[str] 
         return dist(retriever(frame[["qid", "query"]]))[["qid", "docno", "score", "prob", "rank"]]
 
     state = pd.DataFrame({"qid": ["you"], "query": [request], "query_0": [request], "history": [[]], "forbid": [[]]})
-    res = retrieve(state)
-    question = answer = None
-    for t in range(turns + 1):
-        top = res.sort_values("rank").head(show)
-        books = index.books_of(top["docno"].astype(str).tolist()) if len(top) else top.assign(title=[])
-        titles = [_line(b) for _, b in books.iterrows()]
-        row = {"turn": t, "question": question, "answer": answer, "query": state.loc[0, "query"],
-               "shown": list(books["docno"].astype(str)) if len(top) else [], "found": None}
-        session.rows.append(row)
-        say(f"\nTurn {t}: the likeliest books now" if titles else f"\nTurn {t}: nothing found yet")
-        for i, title in enumerate(titles, 1):
-            say(f"  {i}. {title}")
-        reply = (read("Is your book here? Its number ends the search; Enter asks another question; q stops.\n> ")
-                 or "").strip().lower()
-        if reply.isdigit() and 1 <= int(reply) <= len(titles):
-            row["found"] = session.found = str(books.iloc[int(reply) - 1]["docno"])
-            session.title = str(books.iloc[int(reply) - 1]["title"])
-            say(f"Found: {session.title}")
-            return session
-        if reply in STOP_WORDS or t == turns:
-            break
-        cands = {"you": (res.sort_values("rank")["docno"].astype(str).tolist(),
-                         res.sort_values("rank")["prob"].to_numpy(float))}
-        question = clarifier.ask(state, cands, turn=t + 1)[0][0]
-        answer = user.answer([question])[0]
-        state["history"] = [state.loc[0, "history"] + [(question, answer)]]
-        res = update_belief(posterior, retrieve, state, res, [question], [answer])
-    say("Search ended without the book." if session.found is None else "")
+    asked = None  # a question answered whose turn is not shown yet
+    try:
+        res = retrieve(state)
+        for t in range(turns + 1):
+            question, answer = asked or (None, None)
+            top = res.sort_values("rank").head(show)
+            books = index.books_of(top["docno"].astype(str).tolist()) if len(top) else top.assign(title=[])
+            row = {"turn": t, "question": question, "answer": answer, "query": state.loc[0, "query"],
+                   "shown": list(books["docno"].astype(str)) if len(top) else [], "found": None}
+            session.rows.append(row)
+            asked = None
+            if t and isinstance(posterior, LanguagePosterior):
+                say(f"\nSearching for: {_short(state.loc[0, 'query'], 100)}")
+            say(f"\nTurn {t}: the likeliest books now" if len(books) else f"\nTurn {t}: nothing found yet")
+            for i, (_, book) in enumerate(books.iterrows(), 1):
+                say(f"  {i}. {_line(book)}")
+                if describe > 0 and _known(book.get("text")):
+                    say(f"     {_short(book['text'], describe)}")
+            reply = (read("Is your book here? Its number ends the search; Enter asks another question; q stops."
+                          "\n> ") or "").strip().lower()
+            if reply.isdigit() and 1 <= int(reply) <= len(books):
+                row["found"] = session.found = str(books.iloc[int(reply) - 1]["docno"])
+                session.title = str(books.iloc[int(reply) - 1]["title"])
+                session.ended = "found"
+                say(f"Found: {session.title}")
+                return session
+            if reply in STOP_WORDS or t == turns:
+                session.ended = "stopped" if reply in STOP_WORDS else "turns"
+                break
+            ranked = res.sort_values("rank")
+            cands = {"you": (ranked["docno"].astype(str).tolist(), ranked["prob"].to_numpy(float))}
+            question = clarifier.ask(state, cands, turn=t + 1)[0][0]
+            answer = user.answer([question])[0]
+            asked = (question, answer)
+            state["history"] = [state.loc[0, "history"] + [(question, answer)]]
+            res = update_belief(posterior, retrieve, state, res, [question], [answer])
+    except (EOFError, KeyboardInterrupt) as e:
+        session.ended = "eof" if isinstance(e, EOFError) else "interrupted"
+        if asked:  # answered, but stopped before its turn was shown: keep the answer
+            session.rows.append({"turn": len(session.rows), "question": asked[0], "answer": asked[1],
+                                 "query": None, "shown": [], "found": None})
+        say(f"\n{_ENDED[session.ended]}: the search stopped after {session.turns} question(s).")
+        return session
+    say("Search ended without the book.")
     return session
 
 
 # -- the terminal: pyterrier-tot ask ----------------------------------------------------------------------------------
+def _count(least: int):
+    """An argparse type: a whole number of at least ``least`` (argparse names the option in its error)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, not {value}")
+        return value
+    return parse
+
+
 def add_ask_parser(sub) -> None:
     """The ``ask`` subcommand of ``pyterrier-tot`` (added by :func:`pyterrier_tot.submission.cli.build_parser`)."""
     s = sub.add_parser("ask", help="find a book by answering clarification questions (interactive)")
@@ -151,15 +224,19 @@ def add_ask_parser(sub) -> None:
                    help="bm25, or dense with --model (default: dense when --model is given, else bm25)")
     s.add_argument("--model", help="dense retriever model (name or folder)")
     s.add_argument("--request", help="your description of the book (asked for when left out)")
-    s.add_argument("--turns", type=int, default=5, help="at most this many questions (default 5)")
-    s.add_argument("--show", type=int, default=5, help="titles shown each turn (default 5)")
+    s.add_argument("--turns", type=_count(0), default=5, help="at most this many questions (default 5; 0: only "
+                                                              "the first ranking)")
+    s.add_argument("--show", type=_count(1), default=5, help="books shown each turn (default 5)")
     s.add_argument("--posterior", choices=["language", "explicit"], default="language",
-                   help="language: your answers, then the request (default); explicit: Bayes' rule")
+                   help="language: your answers (your words first), then the request (default); explicit: "
+                        "Bayes' rule")
+    s.add_argument("--describe", type=_count(0), default=DESCRIBE, help="characters of each shown book's "
+                   f"description (default {DESCRIBE}; 0: titles, authors and years only)")
     s.add_argument("--llm-model", help="an OpenAI-compatible model that writes the questions (default: generic "
                                        "questions, no LLM)")
     s.add_argument("--base-url", help="the LLM server's URL (with --llm-model)")
     s.add_argument("--gguf", help="a GGUF file served locally by llama.cpp to write the questions")
-    s.add_argument("--transcript", help="write the session (JSON) here")
+    s.add_argument("--transcript", help="write the session (JSON) here, also when it ends early (Ctrl-D, Ctrl-C)")
     s.set_defaults(func=cmd_ask)
 
 
@@ -177,7 +254,7 @@ def cmd_ask(args) -> int:
     kind = args.retriever or ("dense" if args.model else "bm25")
     retriever = index.dense(args.model, num_results=100) if kind == "dense" else index.bm25(num_results=100)
     posterior = (ExplicitPosterior(index.dense_scorer(args.model)) if args.posterior == "explicit"
-                 else LanguagePosterior())
+                 else LanguagePosterior(answer_first=True))
     with contextlib.ExitStack() as stack:
         clarifier = None
         if args.gguf or args.llm_model:
@@ -189,8 +266,10 @@ def cmd_ask(args) -> int:
                 llm = LLM(model=args.llm_model, base_url=args.base_url, verbose=False)
             clarifier = Clarifier(llm, index, pool_size=8)
         session = interactive_search(retriever, index, request=args.request, clarifier=clarifier,
-                                     posterior=posterior, turns=args.turns, show=args.show)
+                                     posterior=posterior, turns=args.turns, show=args.show, describe=args.describe)
     if args.transcript:
         session.to_json(args.transcript)
         print(f"transcript written to {args.transcript}", flush=True)
-    return 0
+    if session.ended == "interrupted":
+        return 130
+    return 0 if session.request else 2

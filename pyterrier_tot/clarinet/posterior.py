@@ -9,6 +9,10 @@
   request; ``"replace"`` is the paper's option (the new text alone, .612). With an ``llm``, the new text is the
   LLM's condensed description of the request and the informative answers; without one (``llm=None``), it is the
   informative answers' text itself: no LLM, no cost. A query rewriter: the request stays in ``query_0``.
+  That text is each answer's evidence, the question followed by the answer ("Where was it set? In a lighthouse."),
+  as measured. ``answer_first=True`` (what :func:`~pyterrier_tot.clarinet.interactive.interactive_search` uses)
+  puts the answers' own words first and the questions they answer after them ("In a lighthouse. Where was it
+  set?"), so that the query a person reads starts with what they said: the same words, so BM25 ranks the same.
 - :class:`ExplicitPosterior` (the baseline): Bayes' rule over the candidates,
   ``p_t(y) ∝ p(a_t | q_t, y) p_{t-1}(y)``, with the answer likelihood ``exp(s(evidence, y) / tau)`` from a
   retriever's scorer ``s`` (e.g. the dense cosine of the question and answer against the book). ``tau`` sets
@@ -40,28 +44,39 @@ COMBINE = ("prepend", "append", "replace")
 DEFAULT_TAU = 0.3
 
 
-def evidence_text(history) -> str:
+def evidence_text(history, answer_first: bool = False) -> str:
     """The informative part of a history: the evidence of each positive answer, in order (null and bare
-    negative answers say nothing a retriever can use)."""
-    parts = []
+    negative answers say nothing a retriever can use). ``answer_first``: the same words, the answers' own words
+    (in order) before the questions they answer (a bare "yes" has only its question)."""
+    parts, words, questions = [], [], []
     for q, a in history:
         r = read_answer(q, a)
-        if r.kind == "positive":
-            parts.append(r.evidence)
-    return " ".join(parts)
+        if r.kind != "positive":
+            continue
+        parts.append(r.evidence)
+        question = " ".join(str(q or "").split())
+        if question and r.evidence == question:  # a bare "yes": the question is all it says
+            questions.append(question)
+        elif question and r.evidence.startswith(question + " "):
+            words.append(r.evidence[len(question) + 1:])
+            questions.append(question)
+        else:  # "No, it was ...": the answer's words alone
+            words.append(r.evidence)
+    return " ".join(words + questions if answer_first else parts)
 
 
 class LanguagePosterior(pt.Transformer):
     """Rewrites ``query`` (the initial request) with its ``history`` (a list of (question, answer)); ``query_0``
     keeps the request. A row without informative answers keeps its query (no LLM call). A failed or empty LLM
     rewrite falls back to the request followed by the answers (warning, ``.failures``). See the module doc for
-    ``combine``."""
+    ``combine`` and ``answer_first`` (without an LLM only)."""
 
     def __init__(self, llm=None, combine: str = "prepend", query_chars: int = 1500, max_tokens: int = 120,
-                 prompt_dir: Union[str, Path, None] = None):
+                 prompt_dir: Union[str, Path, None] = None, answer_first: bool = False):
         if combine not in COMBINE:
             raise ValueError(f"combine must be one of {COMBINE}, not {combine!r}")
         self.llm, self.combine, self.query_chars, self.max_tokens = llm, combine, int(query_chars), int(max_tokens)
+        self.answer_first = bool(answer_first)
         self.prompt = load_prompt("clarinet_posterior", prompt_dir)
         self.failures = 0
 
@@ -78,7 +93,7 @@ class LanguagePosterior(pt.Transformer):
         check_query_frame(inp, repr(self))
         histories = [history_of(h) for h in (inp["history"] if "history" in inp.columns else [None] * len(inp))]
         originals = out["query_0"].astype(str).tolist()
-        evidence = [evidence_text(h) for h in histories]
+        evidence = [evidence_text(h, self.answer_first) for h in histories]
         todo = [i for i, e in enumerate(evidence) if e]
         new = list(originals)
         if self.llm is None:
@@ -107,7 +122,8 @@ class LanguagePosterior(pt.Transformer):
         return out
 
     def __repr__(self):
-        return f"LanguagePosterior({self.llm!r}, combine={self.combine!r})"
+        return (f"LanguagePosterior({self.llm!r}, combine={self.combine!r}"
+                + (", answer_first=True)" if self.answer_first else ")"))
 
 
 class ExplicitPosterior:
