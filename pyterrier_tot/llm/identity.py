@@ -9,7 +9,7 @@ served the old model's cached answers. :func:`resolve_identity` asks the server 
    ``model@endpoint``, no request;
 2. a llama.cpp server on this machine (``llama_cpp.server`` or ``llama-server`` listening on a loopback port, same
    user, Linux): the GGUF file its process has mapped or was started with, by content hash
-   (:func:`~pyterrier_tot.llm.llama_server.gguf_identity`, the identity :meth:`LlamaServer.llm` uses);
+   (:func:`gguf_identity`, the identity :meth:`LlamaServer.llm` uses);
 3. what ``GET /v1/models`` says about the weights: vLLM's ``root`` / ``parent`` / ``max_model_len``,
    llama-server's ``meta`` (parameter count, file size, vocabulary);
 4. otherwise one canary chat request (temperature 0, seed 0, a few tokens): the model name the response reports
@@ -28,7 +28,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 from urllib.parse import urlsplit
 
 from pyterrier_tot.llm.endpoint import OPENAI_ENDPOINT, _unreachable, default_identity
@@ -161,7 +161,6 @@ def _facts(entry: Dict[str, Any]) -> str:
 def resolve_identity(client, model: str, base_url: Optional[str], timeout: float = PROBE_TIMEOUT) -> Resolved:
     """The cache identity of ``model`` at ``base_url`` (see the module notes); raises what the server raised
     when it could not be asked (the caller falls back)."""
-    from pyterrier_tot.llm.llama_server import gguf_identity
 
     base = default_identity(model, base_url)
     endpoint = base.split("@", 1)[1]
@@ -211,3 +210,35 @@ def identity_of(client, model: str, base_url: Optional[str], cache=None, timeout
     if cache is not None:
         cache.remember_identity(address, found.identity)
     return found
+
+
+def gguf_identity(path: Union[str, Path]) -> str:
+    """``gguf:<name>:sha256:<hex>``: the content hash of a model file, the cache identity of a local server.
+    Hashing a 1 GB file takes seconds, so the hash is remembered per (path, size, mtime) in the cache folder."""
+    from pyterrier_tot._util import cache_dir
+
+    p = Path(path).resolve()
+    st = p.stat()
+    memo_key = f"{p}|{st.st_size}|{st.st_mtime_ns}"
+    memo_file = cache_dir() / "gguf_hashes.json"
+    try:
+        memo = json.loads(memo_file.read_text(encoding="utf8"))
+    except (OSError, ValueError):
+        memo = {}
+    digest = memo.get(memo_key) if isinstance(memo, dict) else None
+    if not digest:
+        h = hashlib.sha256()
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                h.update(block)
+        digest = h.hexdigest()
+        memo = memo if isinstance(memo, dict) else {}
+        memo[memo_key] = digest
+        try:
+            memo_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = memo_file.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(memo), encoding="utf8")
+            os.replace(tmp, memo_file)
+        except OSError:
+            pass  # a read-only cache folder only costs hashing again
+    return f"gguf:{p.name}:sha256:{digest}"
