@@ -138,8 +138,11 @@ class DenseRetriever(pt.Transformer):
         if len(inp) == 0:
             return pd.DataFrame(columns=_ranked_columns(inp.columns))
         check_query_frame(inp, repr(self))
+        from pyterrier_tot.decomposition.clues import clues_na_as_none  # pandas only; lazy: no package cycle
+
         res = self.retriever(self.query_encoder(inp))
-        return res.drop(columns=["query_vec", "docid"], errors="ignore")
+        # pyterrier-dr rebuilds the frame: clue text columns come back as strings with NaN for N/A
+        return clues_na_as_none(res.drop(columns=["query_vec", "docid"], errors="ignore"))
 
     def __repr__(self):
         return self.label

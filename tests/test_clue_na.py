@@ -66,9 +66,6 @@ def test_na_stays_none_through_a_sum_and_pt_apply(index):
     assert_one_na(res)
 
 
-@pytest.mark.xfail(strict=True, reason="pyterrier_tot/retrievers.py DenseRetriever rebuilds the frame through "
-                   "pyterrier-dr, which makes clue text columns pandas strings (NaN for N/A); owner to call "
-                   "clues_na_as_none on its output")
 def test_na_stays_none_through_dense_retrieval(index):
     assert_one_na((ptt.RuleClueExtractor() >> index.dense())(TOPICS))
 
@@ -89,3 +86,18 @@ def test_clues_na_as_none_after_a_merge():
     assert text_years[YEAR_COLUMN].tolist() == ["around 2000", None]  # DateExpert parses date text itself
     ok = ptt.RuleClueExtractor()(TOPICS)
     assert clues_na_as_none(ok) is ok  # nothing to change: the same frame back
+
+
+def test_na_is_none_from_clue_lookup_and_the_clue_cache(tmp_path):
+    from pyterrier_tot.decomposition.expert_training import load_clue_cache
+    from pyterrier_tot.decomposition.pipeline import ClueLookup
+
+    (tmp_path / "clues.jsonl").write_text('{"qid": "1", "clue_title": "Red Moon", "clue_plot": ""}\n'
+                                          '{"qid": "2", "clue_title": null, "clue_plot": "dragons"}\n')
+    cached = load_clue_cache(tmp_path / "clues.jsonl")
+    assert cached["clue_plot"].tolist()[0] is None and cached["clue_title"].tolist()[1] is None
+    topics = pd.DataFrame({"qid": ["1", "2", "3"], "query": ["a", "b", "c"]})
+    with pytest.warns(UserWarning, match="no clues for 1 query"):
+        out = ClueLookup(cached)(topics)
+    assert out["clue_title"].tolist() == ["Red Moon", None, None]
+    assert out["clue_plot"].tolist() == [None, "dragons", None]

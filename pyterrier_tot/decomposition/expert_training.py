@@ -40,7 +40,7 @@ import pandas as pd
 from pyterrier_tot._artifact import META_FILE, building, read_meta, write_meta
 from pyterrier_tot._util import cache_dir, is_missing, require_columns
 from pyterrier_tot.bars import bar as progress_bar
-from pyterrier_tot.decomposition.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column
+from pyterrier_tot.decomposition.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column, clues_na_as_none
 from pyterrier_tot.models import TRAINING_FILE, BiEncoderModel
 
 #: Default hyper-parameters (CPU-sized).
@@ -57,7 +57,7 @@ def load_clue_cache(path: Union[str, Path]) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     require_columns(df, ["qid"], f"clue cache {path}")
     df["qid"] = df["qid"].astype(str)
-    return df
+    return clues_na_as_none(df)
 
 
 def _gold(qrels: pd.DataFrame) -> pd.DataFrame:

@@ -27,7 +27,7 @@ import pyterrier as pt
 import pyterrier_alpha as pta
 
 from pyterrier_tot._util import explain_columns, require_columns
-from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, YEAR_COLUMN
+from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, YEAR_COLUMN, clues_na_as_none
 from pyterrier_tot.decomposition.date_expert import DateExpert
 from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
@@ -61,7 +61,7 @@ class ClueLookup(pt.Transformer):
         for c in (*CLUE_COLUMNS, YEAR_COLUMN):
             if c not in out.columns:
                 out[c] = None
-        return out
+        return clues_na_as_none(out)
 
     def __repr__(self):
         return f"ClueLookup({self.label!r}, {len(self.clues)} queries)"
