@@ -103,12 +103,17 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
         runs[name] = cached(k, lambda path=path, prec=prec: index.dense(path, precision=prec)(topics), seconds)
         info[name], baselines[key] = per_query(seconds, k, len(topics)), name
         if tune is not None:
-            dp0 = recipe.build_pipeline(index, fts, depth=None)
-            t0 = time.time()
-            feats = dp0.fuser.features((dp0.decomposer >> dp0.candidates)(tune))
-            print(f"  tuning features {key}: {time.time() - t0:.0f} s", flush=True)
-            weights[key] = {"before": old_weights(feats, dp0.fuser.names, tqrels, WORK / f"weights-before-{key}"),
-                            "after": recipe.fitted_weights(ds, index, fts, feats=feats, refit=True)}
+            before = WORK / f"weights-before-{key}"
+            after = recipe._weights_path(ds.name, index, fts, recipe.TUNING_QUERIES, recipe.TUNING_SEED,
+                                         recipe.BASE_K, recipe.EXPERT_K)
+            if not (before / "pt_meta.json").is_file() or not (after / "pt_meta.json").is_file():
+                dp0 = recipe.build_pipeline(index, fts, depth=None)
+                t0 = time.time()
+                feats = dp0.fuser.features((dp0.decomposer >> dp0.candidates)(tune))
+                print(f"  tuning features {key}: {time.time() - t0:.0f} s", flush=True)
+                old_weights(feats, dp0.fuser.names, tqrels, before)
+                recipe.fitted_weights(ds, index, fts, feats=feats, refit=True)
+            weights[key] = {"before": before, "after": recipe.fitted_weights(ds, index, fts)}
         for when, depth in (("before", None), ("after", recipe.DEPTH)):
             pipe = recipe.build_pipeline(index, fts, weights=weights[key][when], depth=depth)
             name = f"recipe {key}, {when}" + (" (R@5 fit, ~170 deep)" if when == "before" else
