@@ -208,7 +208,10 @@ def markdown(p) -> str:
              "training queries), a step kept only if no measure falls below the base alone there; the ranking then "
              f"continues with the base's own ranking to depth {p['depth']}. `p`: paired t-test against the base "
              "alone (per query). Seconds per query on the 2-core CPU (native bf16: "
-             f"{p['native_bf16']}; {p['threads']} torch threads), other jobs possibly sharing the cores.", "",
+             f"{p['native_bf16']}; {p['threads']} torch threads), other jobs possibly sharing the cores; the first "
+             "system to use a model on a corpus pays its encoding (BIRCO: the base row encodes the corpus, the "
+             "first recipe row builds the title and plot indexes), so compare the recipe's 'after' row with the "
+             "validation rows.", "",
              "## Validation", "", _table(p["results"]), ""]
     below = _below(p["results"])
     lines += ["Where the new recipe is below its base: " + ("; ".join(below) if below else "nowhere."), ""]
