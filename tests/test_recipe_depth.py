@@ -28,6 +28,10 @@ def test_fill_to_depth_keeps_the_top_and_appends_the_tail():
     pd.testing.assert_frame_equal(fill_to_depth(ranked, tail.iloc[:0], 10), ranked)
     two = fill_to_depth(ranked, tail, depth=2)                    # q1 is full at 2; q2 gets one tail book
     assert two.groupby("qid")["docno"].apply(list).to_dict() == {"1": ["a", "b"], "2": ["c", "z"]}
+    # keep=1: the fused ranking is cut after its first book, then the tail (the base) goes on in its own order
+    cut = fill_to_depth(ranked, tail, depth=4, keep=1)
+    assert cut.groupby("qid")["docno"].apply(list).to_dict() == {"1": ["a", "b", "c", "d"], "2": ["c", "z"]}
+    assert cut[cut.qid == "1"].sort_values("rank")["score"].iloc[0] == 3.0
 
 
 def test_fit_with_a_floor_never_goes_below_the_floor_on_the_fitted_queries():
@@ -87,10 +91,10 @@ def test_recipe_pipeline_ranks_to_depth(tmp_path, monkeypatch):
     assert deep.depth == 5 and deep.tail is not None and "depth 5" in repr(deep)
     a, b = shallow(topics), deep(topics)
     assert (a.groupby("qid").size() < 5).all() and (b.groupby("qid").size() == 5).all()
-    # the fused top is unchanged: the first rows of the deep ranking are the shallow ranking
+    # the fused top k is unchanged: the first k rows of the deep ranking are the shallow ranking's
     for qid, part in a.groupby("qid"):
-        top = b[b.qid == qid].sort_values("rank").head(len(part))
-        assert top["docno"].tolist() == part.sort_values("rank")["docno"].tolist()
+        top = b[b.qid == qid].sort_values("rank").head(2)
+        assert top["docno"].tolist() == part.sort_values("rank")["docno"].head(2).tolist()
     assert deep.weights_path is not None and deep.weights_path.is_dir()
     assert pt.Artifact.load(str(deep.weights_path)).weights().keys() == set(deep.fuser.names)
     # the date expert does not act on a corpus whose books all lack a year; here they have years

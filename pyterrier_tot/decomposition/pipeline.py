@@ -137,13 +137,20 @@ class CandidateUnion(pt.Transformer):
         return f"CandidateUnion({self.base!r} top {self.k} + {who} top {self.expert_k})"
 
 
-def fill_to_depth(ranked: pd.DataFrame, tail: pd.DataFrame, depth: int) -> pd.DataFrame:
-    """``ranked`` (each query's fused candidates) followed, per query, by the books of ``tail`` (a deeper
-    first-stage ranking) that it does not hold, in the tail's order, up to ``depth`` rows per query. The tail's
-    books score below every fused book, so the top of the ranking is unchanged. Query columns of the tail rows
-    come from the query's fused rows."""
+def fill_to_depth(ranked: pd.DataFrame, tail: pd.DataFrame, depth: int, keep: Optional[int] = None) -> pd.DataFrame:
+    """``ranked`` (each query's fused candidates; only its top ``keep`` when given) followed, per query, by the
+    books of ``tail`` (a deeper first-stage ranking) that it does not hold, in the tail's order, up to ``depth``
+    rows per query. The tail's books score below every fused book, so the top of the ranking is unchanged. Query
+    columns of the tail rows come from the query's fused rows.
+
+    ``keep``: cut the fused ranking there before the tail. Below the candidate depth ``k`` the fused ranking holds
+    the experts' extra books, which would push the base's own books from ``k`` on further down (with ``k`` 100:
+    a recipe below its base at R@200); cut at ``k``, the ranking from there on is the base's."""
     if len(tail) == 0 or len(ranked) == 0:
         return ranked
+    if keep is not None:
+        ranked = pt.model.add_ranks(ranked.copy())
+        ranked = ranked[ranked["rank"] < keep].sort_values(["qid", "rank"], kind="stable").reset_index(drop=True)
     tail = tail[tail["qid"].isin(ranked["qid"])]
     tail = pt.model.add_ranks(tail[["qid", "docno", "score"]].copy())
     tail = tail[tail["rank"] < depth]
@@ -166,8 +173,9 @@ def fill_to_depth(ranked: pd.DataFrame, tail: pd.DataFrame, depth: int) -> pd.Da
 class DecompositionPipeline(pt.Transformer):
     """decomposer >> CandidateUnion >> WeightedFuser, with the stages exposed as attributes.
 
-    ``tail`` / ``depth``: a deeper first-stage ranking (e.g. the base retriever at 1000) whose books are appended
-    below the fused candidates, up to ``depth`` per query (:func:`fill_to_depth`); the fused top is unchanged."""
+    ``tail`` / ``depth``: a deeper first-stage ranking (e.g. the base retriever at 1000) whose books follow the
+    fused ranking's top ``candidates.k``, up to ``depth`` per query (:func:`fill_to_depth`); the fused top ``k`` is
+    unchanged."""
 
     def __init__(self, decomposer: Optional[pt.Transformer], candidates: CandidateUnion,
                  experts: Dict[str, pt.Transformer], fuser: WeightedFuser, tail: Optional[pt.Transformer] = None,
@@ -209,7 +217,7 @@ class DecompositionPipeline(pt.Transformer):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NoResultsWarning)  # the fused part already reported empty queries
             deeper = self.tail(inp)
-        return fill_to_depth(out, deeper, self.depth)
+        return fill_to_depth(out, deeper, self.depth, keep=self.candidates.k)
 
     def fit(self, topics: pd.DataFrame, qrels: pd.DataFrame, **fit_kwargs) -> "DecompositionPipeline":
         """Refit the fuser's weights on ``topics`` / ``qrels`` (held-out queries, never the ones you report):
