@@ -185,6 +185,8 @@ CASES = [
          clue_queries),
     Case("CoverRanker", "retrieve", _cover_ranker, clue_queries, needs="covers"),
     Case("CoverRanker", "score", _cover_ranker, results, needs="covers"),
+    Case("CoverIndex.ranker", "retrieve", lambda e: e.covers()[0].ranker(e.covers()[1], num_results=3),
+         clue_queries, needs="covers"),
     Case("DenseReranker", "index", lambda e: ptt.DenseReranker(e.index, k=2), results),
     Case("DenseReranker", "text-column", lambda e: ptt.DenseReranker(k=2, stored=False), results_with_text),
     Case("BookIndex.bm25", "retrieve", lambda e: e.index.bm25(num_results=3), queries),
