@@ -56,6 +56,7 @@ STAGES = {
     "DecompositionPipeline": (True, False, False),
     "tuned_pipeline": (True, False, False),
     "CoverRanker": (False, False, False),         # a docno missing from the cover index is a book without a cover
+    "CoverIndex.ranker": (False, False, False),   # the same CoverRanker, built by the index
     "DenseReranker[index]": (True, True, True),
     "DenseReranker[text-column]": (True, True, False),
     "TitleNamer": (True, False, False),             # names books itself; as a scorer, unnamed rows score 0
