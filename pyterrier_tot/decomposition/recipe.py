@@ -16,8 +16,10 @@ The procedure (the numbers in ``benchmarks/results/decomposition_pipeline.md`` a
 3. :func:`recipe_experts`: the fine-tuned dense bases, zero-shot dense and BM25 on the full query, dense + BM25
    title experts and a dense plot expert on the rule clues, and the date expert. With several bases, the
    candidates are the top ``k`` of the sum of their scores.
-4. :func:`fitted_weights`: coordinate ascent on Recall@5 over the tuning slice, weights cached through
+4. :func:`fitted_weights`: coordinate ascent over the tuning slice on the mean of R@1, R@5, R@10, R@20, R@100 and
+   MRR (:data:`FIT_METRIC`), never below the base alone there (``floor``), weights cached through
    :meth:`WeightedFuser.save` / :meth:`WeightedFuser.load` under a key naming the bases.
+5. Depth (:data:`DEPTH`, 1000): the fused ranking's top ``k``, then the rest of the base's own ranking.
 
 Validation is only ever evaluated. Nothing here needs a network or an LLM: clues come from the rule extractor.
 """

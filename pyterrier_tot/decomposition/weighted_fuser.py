@@ -1,4 +1,5 @@
-"""Weighted fusion of expert scores: ``score = sum_j w_j * normalise_j(score_j)``, weights tuned for Recall@5.
+"""Weighted fusion of expert scores: ``score = sum_j w_j * normalise_j(score_j)``, weights tuned on held-out
+queries (for Recall@5, as the paper, or for the mean of several measures with a floor: :meth:`WeightedFuser.fit`).
 
 Two ways to feed it:
 
