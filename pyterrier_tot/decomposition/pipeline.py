@@ -146,11 +146,11 @@ def fill_to_depth(ranked: pd.DataFrame, tail: pd.DataFrame, depth: int, keep: Op
     ``keep``: cut the fused ranking there before the tail. Below the candidate depth ``k`` the fused ranking holds
     the experts' extra books, which would push the base's own books from ``k`` on further down (with ``k`` 100:
     a recipe below its base at R@200); cut at ``k``, the ranking from there on is the base's."""
-    if len(tail) == 0 or len(ranked) == 0:
-        return ranked
-    if keep is not None:
+    if keep is not None and len(ranked):
         ranked = pt.model.add_ranks(ranked.copy())
         ranked = ranked[ranked["rank"] < keep].sort_values(["qid", "rank"], kind="stable").reset_index(drop=True)
+    if len(tail) == 0 or len(ranked) == 0:
+        return ranked
     tail = tail[tail["qid"].isin(ranked["qid"])]
     tail = pt.model.add_ranks(tail[["qid", "docno", "score"]].copy())
     tail = tail[tail["rank"] < depth]
