@@ -43,7 +43,7 @@ def main():
     models = {("current", settings["lr"], settings["epoch"], settings["schedule"]): current,
               **{("grid", lr, e, args.epochs): p for (lr, e), p in grid.items()}}
     best, table = bases.choose_base(ds, index, models)
-    tune = table.drop(columns=["order"]).rename(columns={"RR": "MRR"})
+    tune = table.drop(columns=["order"], errors="ignore").rename(columns={"RR": "MRR"})
     tune["training_s"] = [recipe.training_info(models[k]).get("seconds") for k in tune["key"]]
     val, vqrels = ds.get_topics("validation"), ds.get_qrels("validation")
     keys = [k for k in models if k[0] == "current"] + ([best] if best[0] != "current" else [])

@@ -31,10 +31,11 @@ def test_cli_run_reproduces_tuned_pipeline_on_the_sample(reddit, tmp_path, monke
     assert "dense_ft" in dp.experts            # the fine-tuned base, as the config says
     mine = dp(topics)
     assert run.groupby("qid").size().eq(mine.groupby("qid").size()).all()
-    # same books in the same order for every query, and so the same numbers
+    # the same fused top for every query, and the same numbers (deep in the base's tail, batches of queries can
+    # swap near-tied neighbours: the CLI encodes queries in batches, and padding moves cosines by float noise)
     a = run.sort_values(["qid", "rank"]).groupby("qid")["docno"].apply(list)
     b = mine.sort_values(["qid", "rank"]).groupby("qid")["docno"].apply(list)
-    assert a.to_dict() == b.to_dict()
+    assert all(a[q][:100] == b[q][:100] for q in a.index)
     table = tot_experiment([pt_from(run), mine], topics, qrels, measures=["R@5", "RR", "R@1000"],
                            names=["cli", "python"])
     assert table.iloc[0][["R@5", "RR", "R@1000"]].tolist() == table.iloc[1][["R@5", "RR", "R@1000"]].tolist()
