@@ -36,6 +36,12 @@ def write_results(name: str, payload: dict, markdown: str, indent=2) -> None:
     print(f"wrote {RESULTS / (name + '.json')} and {RESULTS / (name + '.md')}")
 
 
+def rerender(name: str, markdown) -> None:
+    """Rewrite ``results/<name>.md`` from the committed ``results/<name>.json`` (a benchmark's ``--render``)."""
+    payload = json.loads((RESULTS / f"{name}.json").read_text())
+    (RESULTS / f"{name}.md").write_text(markdown(payload))
+
+
 def md_table(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:
     cols = list(df.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]

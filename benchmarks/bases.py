@@ -128,8 +128,7 @@ def main():
     ap.add_argument("--render", action="store_true")
     args = ap.parse_args()
     if args.render:
-        payload = json.loads((_common.RESULTS / f"{NAME}.json").read_text())
-        (_common.RESULTS / f"{NAME}.md").write_text(markdown(payload))
+        _common.rerender(NAME, markdown)
         return
     import torch
 

@@ -98,8 +98,7 @@ def main():
     ap.add_argument("--render", action="store_true", help="only re-write the markdown from the JSON results")
     args = ap.parse_args()
     if args.render:
-        payload = json.loads((_common.RESULTS / f"{NAME}.json").read_text())
-        (_common.RESULTS / f"{NAME}.md").write_text(markdown(payload))
+        _common.rerender(NAME, markdown)
         return
     t_start, timings = time.time(), {}
     ds = ptt.get_dataset("reddit-tomt-books")

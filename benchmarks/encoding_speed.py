@@ -210,10 +210,8 @@ def main():
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    import json
     if args.render:
-        payload = json.loads((_common.RESULTS / f"{args.out}.json").read_text())
-        (_common.RESULTS / f"{args.out}.md").write_text(markdown(payload))
+        _common.rerender(args.out, markdown)
         return
     t_start = time.time()
     ds = ptt.get_dataset("reddit-tomt-books")

@@ -164,9 +164,7 @@ def main():
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.render:
-        import json
-        payload = json.loads((_common.RESULTS / f"{NAME}.json").read_text())
-        (_common.RESULTS / f"{NAME}.md").write_text(markdown(payload))
+        _common.rerender(NAME, markdown)
         return
     names = [s.strip() for s in args.stages.split(",") if s.strip()]
     if args.cross_encoder and "cross-encoder" not in names:

@@ -132,8 +132,7 @@ def main():
     ap.add_argument("--smoke", type=int, default=0, help="check the code path on N queries; writes nothing")
     args = ap.parse_args()
     if args.render:
-        payload = json.loads((_common.RESULTS / f"{NAME}.json").read_text())
-        (_common.RESULTS / f"{NAME}.md").write_text(markdown(payload))
+        _common.rerender(NAME, markdown)
         return
     t_start, timings = time.time(), {}
     ds = ptt.get_dataset("reddit-tomt-books")
