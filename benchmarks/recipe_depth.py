@@ -35,8 +35,8 @@ warnings.filterwarnings("ignore")
 NAME = "recipe_depth"
 WORK = _common.WORK / NAME
 CUTS = (1, 5, 10, 20, 100, 1000)
-MEASURES = [*(R @ k for k in CUTS), RR, nDCG @ 1000]
-COLS = [*(f"R@{k}" for k in CUTS), "MRR", "nDCG@1000"]
+MEASURES = [*(R @ k for k in CUTS), RR, nDCG @ 10, nDCG @ 1000]
+COLS = [*(f"R@{k}" for k in CUTS), "MRR", "nDCG@10", "nDCG@1000"]
 TESTED = ("R@1", "R@5", "R@10", "R@20", "R@100", "R@1000", "MRR")
 
 
@@ -88,45 +88,69 @@ def per_query(seconds: dict, key: str, n: int) -> float:
     return round(seconds.get(key, float("nan")) / max(n, 1), 3)
 
 
+def _label(settings: dict) -> str:
+    return f"lr {settings['lr']:g}, epoch {settings['epoch']} of {settings['schedule']}"
+
+
+def _fit(ds, index, key: str, fts: dict, tune, tqrels, old: bool) -> Path:
+    """The recipe's fuser on base ``fts``: as it is fitted now (``recipe.fitted_weights``, cached under the recipe's
+    key) or, ``old``, as before this issue (R@5 alone, no floor); the tuning features are computed once."""
+    before = WORK / f"weights-before-{key}"
+    after = recipe._weights_path(ds.name, index, fts, recipe.TUNING_QUERIES, recipe.TUNING_SEED, recipe.BASE_K,
+                                 recipe.EXPERT_K)
+    path = before if old else after
+    if not (path / "pt_meta.json").is_file():
+        dp0 = recipe.build_pipeline(index, fts, depth=None)
+        t0 = time.time()
+        feats = dp0.fuser.features((dp0.decomposer >> dp0.candidates)(tune))
+        print(f"  tuning features {key} ({Path(next(iter(fts.values()))).name}): {time.time() - t0:.0f} s", flush=True)
+        if old:
+            old_weights(feats, dp0.fuser.names, tqrels, before)
+        else:
+            recipe.fitted_weights(ds, index, fts, feats=feats, refit=True)
+    return path
+
+
 def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tune=None, tqrels=None) -> dict:
-    """Rows of one data set: BM25, each base alone, each recipe before / after. ``weights``: {base key: {"before":
-    path, "after": path}}, filled on Reddit (``tune`` given) and reused on BIRCO."""
-    seconds, runs, info = {}, {}, {}
+    """Rows of one data set: BM25, each base alone (as trained before this issue and now), each recipe before (old
+    base, R@5 fit, fused candidates only) and after (current base, floor fit, 1000 deep), each tested against the
+    base it is built on. ``models``: {key: {"before": path, "now": path}}; ``weights``: {key: {when: path}},
+    filled on Reddit (``tune`` given) and reused on BIRCO."""
+    seconds, runs, info, vs = {}, {}, {}, {}
     runs["BM25 (title+text)"] = cached(f"{tag}-bm25", lambda: index.bm25(num_results=1000)(topics), seconds)
     info["BM25 (title+text)"] = per_query(seconds, f"{tag}-bm25", len(topics))
-    baselines = {}
-    for key, path in models.items():
-        fts = {bases.base_expert_name(key): path}
-        prec = recipe.encoding_precision(bases.base_expert_name(key))
-        name = f"{key} fine-tuned alone"
-        k = f"{tag}-base-{Path(path).name}-{prec}"
-        runs[name] = cached(k, lambda path=path, prec=prec: index.dense(path, precision=prec)(topics), seconds)
-        info[name], baselines[key] = per_query(seconds, k, len(topics)), name
-        if tune is not None:
-            before = WORK / f"weights-before-{key}"
-            after = recipe._weights_path(ds.name, index, fts, recipe.TUNING_QUERIES, recipe.TUNING_SEED,
-                                         recipe.BASE_K, recipe.EXPERT_K)
-            if not (before / "pt_meta.json").is_file() or not (after / "pt_meta.json").is_file():
-                dp0 = recipe.build_pipeline(index, fts, depth=None)
-                t0 = time.time()
-                feats = dp0.fuser.features((dp0.decomposer >> dp0.candidates)(tune))
-                print(f"  tuning features {key}: {time.time() - t0:.0f} s", flush=True)
-                old_weights(feats, dp0.fuser.names, tqrels, before)
-                recipe.fitted_weights(ds, index, fts, feats=feats, refit=True)
-            weights[key] = {"before": before, "after": recipe.fitted_weights(ds, index, fts)}
-        for when, depth in (("before", None), ("after", recipe.DEPTH)):
-            pipe = recipe.build_pipeline(index, fts, weights=weights[key][when], depth=depth)
-            name = f"recipe {key}, {when}" + (" (R@5 fit, ~170 deep)" if when == "before" else
-                                               " (floor fit, 1000 deep)")
-            k = f"{tag}-recipe-{Path(path).name}-{when}-{Path(weights[key][when]).name}"
+    for key, paths in models.items():
+        ename = bases.base_expert_name(key)
+        prec = recipe.encoding_precision(ename)
+        base_rows = {}
+        for when, (path, label) in paths.items():
+            name = f"{key} fine-tuned alone, {when} ({label})"
+            k = f"{tag}-base-{Path(path).name}-{prec}"
+            runs[name] = cached(k, lambda path=path, prec=prec: index.dense(path, precision=prec)(topics), seconds)
+            info[name], base_rows[when] = per_query(seconds, k, len(topics)), name
+        plan = [("before", "before", None, "recipe {key}, before (old base, R@5 fit, ~170 deep)"),
+                ("before", "after", recipe.DEPTH, "recipe {key} on the old base, floor fit, 1000 deep"),
+                ("now", "after", recipe.DEPTH, "recipe {key}, after (current base, floor fit, 1000 deep)")]
+        if paths["before"][0] == paths["now"][0]:  # the base's settings did not change: one recipe 'after'
+            plan = [plan[0], plan[2]]
+        for base_when, fit, depth, label in plan:
+            path = paths[base_when][0]
+            fts = {ename: path}
+            wkey = f"{key}-{base_when}-{fit}"
+            if tune is not None:
+                weights[wkey] = _fit(ds, index, key, fts, tune, tqrels, old=fit == "before")
+            pipe = recipe.build_pipeline(index, fts, weights=weights[wkey], depth=depth)
+            name = label.format(key=key)
+            k = f"{tag}-recipe-{Path(path).name}-{fit}-{Path(weights[wkey]).name}"
             runs[name] = cached(k, lambda pipe=pipe: pipe(topics), seconds)
-            info[name] = per_query(seconds, k, len(topics))
+            info[name], vs[name] = per_query(seconds, k, len(topics)), base_rows[base_when]
+        vs[base_rows["now"]] = base_rows["before"]
     results = {}
-    for key, base_name in baselines.items():
-        mine = {n: r for n, r in runs.items() if n.startswith(f"recipe {key},") or n == base_name
-                or n.startswith("BM25")}
+    for base_name in dict.fromkeys(vs.values()):
+        mine = {n: r for n, r in runs.items() if vs.get(n) == base_name or n == base_name or n.startswith("BM25")}
         for n, row in evaluate(mine, topics, qrels, baseline=base_name).items():
-            results.setdefault(n, {}).update({**row, "vs": base_name})
+            if vs.get(n) == base_name or n not in results:
+                results[n] = {**row, "vs": vs.get(n)}
     for n in results:
         results[n]["s/query"] = info[n]
         results[n]["depth"] = float(runs[n].groupby("qid").size().mean())
@@ -138,7 +162,7 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
         curves = ptt.recall_curves(table).pivot(index="name", columns="k", values="recall")
         for n in results:
             results[n]["curve"] = {int(k): float(v) for k, v in curves.loc[n].items()}
-    return results
+    return {n: results[n] for n in runs}
 
 
 def main():
@@ -160,10 +184,15 @@ def main():
     tune, tqrels = recipe.tuning_data(ds)
     models = {}
     for key in args.bases:
-        path = bases.fine_tuned_base(ds, model=key, train=args.train, index=index)
-        if path is None:
-            raise SystemExit(f"no fine-tuned {key} base in the cache: run with --train")
-        models[key] = path
+        now = bases.base_settings(key)
+        old = {**now, **bases.LEGACY_MINILM} if key == "minilm" else now  # mpnet's settings have not changed
+        models[key] = {}
+        for when, cfg in (("before", old), ("now", now)):
+            settings = {k: cfg[k] for k in ("lr", "epoch", "schedule", "amp")}
+            path = bases.fine_tuned_base(ds, model=key, train=args.train, index=index, **settings)
+            if path is None:
+                raise SystemExit(f"no fine-tuned {key} base ({_label(cfg)}) in the cache: run with --train")
+            models[key][when] = (path, _label(cfg))
     weights: dict = {}
     results = section(ds, index, models, val, vqrels, "val", weights, tune, tqrels)
     birco = {}
@@ -173,8 +202,7 @@ def main():
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*empty title.*")
             birco = section(None, bindex, models, bds.get_topics("dev"), bds.get_qrels("dev"), "birco", weights)
-    fitted = {k: {w: {**WeightedFuser.load(p).to_dict(), "path": Path(p).name} for w, p in v.items()}
-              for k, v in weights.items()}
+    fitted = {k: {**WeightedFuser.load(p).to_dict(), "path": Path(p).name} for k, p in weights.items()}
     payload = {"dataset": "reddit-tomt-books", "split": "validation", "n_queries": len(val), "corpus": len(index),
                "tuning": {"n_queries": len(tune), "fingerprint": recipe.qid_fingerprint(tune)},
                "fit_metric": recipe.FIT_METRIC, "depth": recipe.DEPTH, "results": results, "birco": birco,
@@ -187,11 +215,12 @@ def _table(res: dict) -> str:
     rows = []
     for name, v in res.items():
         row = {"system": name, **{c: v[c] for c in COLS}, "s/query": v["s/query"], "books/query": v["depth"]}
-        if not name.startswith("BM25"):
-            row["p vs base (R@5, R@20, R@100, MRR)"] = ", ".join(
-                f"{v[f'p {c}']:.2g}" if f"p {c}" in v else "-" for c in ("R@5", "R@20", "R@100", "MRR"))
+        if v.get("vs"):
+            row["p (R@1, R@5, R@20, R@100, MRR) vs"] = ", ".join(
+                f"{v[f'p {c}']:.2g}" if f"p {c}" in v else "-" for c in ("R@1", "R@5", "R@20", "R@100", "MRR")) \
+                + f" vs {v['vs'].split(' (')[0]}"
         else:
-            row["p vs base (R@5, R@20, R@100, MRR)"] = ""
+            row["p (R@1, R@5, R@20, R@100, MRR) vs"] = ""
         rows.append(row)
     return _common.md_table(pd.DataFrame(rows))
 
@@ -199,7 +228,7 @@ def _table(res: dict) -> str:
 def _below(res: dict) -> list:
     out = []
     for name, v in res.items():
-        if name.startswith("recipe") and "after" in name:
+        if name.startswith("recipe") and "1000 deep" in name:
             base = res[v["vs"]]
             for c in COLS:
                 if v[c] < base[c] - 1e-9:
@@ -214,16 +243,16 @@ def _below(res: dict) -> list:
 def markdown(p) -> str:
     lines = ["# The recipe beside its base at every depth (issue 31)", "",
              f"Reddit-TOMT (Books) validation, {p['n_queries']} queries, {p['corpus']} books, all rows from one run. "
-             f"Fuser objective now: mean of `{p['fit_metric']}` on the tuning slice ({p['tuning']['n_queries']} "
-             "training queries), a step kept only if no measure falls below the base alone there; the fused "
-             f"ranking's top 100 then continues with the base's own ranking to depth {p['depth']}. `p`: paired "
-             "t-test against the base "
-             "alone (per query). Seconds per query on the 2-core CPU (native bf16: "
-             f"{p['native_bf16']}; {p['threads']} torch threads), other jobs possibly sharing the cores; the first "
-             "system to use a model on a corpus pays its encoding (BIRCO: the base row encodes the corpus, the "
-             "first recipe row builds the title and plot indexes), so compare the recipe's 'after' row with the "
-             "validation rows. The 'after' rows of this file were timed while a test suite shared the cores "
-             "(an idle run of the same pipeline took 83 s for the 233 validation queries, 0.36 s a query).", "",
+             "'before': the base as trained before this issue and the recipe as it was (fuser fitted for R@5 alone, "
+             "fused candidates only, ~170 books a query); 'after': the base as `BASE_SETTINGS` trains it now and "
+             f"the fuser fitted for the mean of `{p['fit_metric']}` on the tuning slice ({p['tuning']['n_queries']} "
+             "training queries), a step kept only if no measure falls below the base alone there, the fused "
+             f"ranking's top 100 then continued with the base's own ranking to depth {p['depth']}. `p`: paired "
+             "t-test (per query) against the base named in the last column (each recipe against the base it is "
+             "built on; the current base against the old one). Seconds per query on the 2-core CPU (native bf16: "
+             f"{p['native_bf16']}; {p['threads']} torch threads); the first system to use a model on a corpus pays "
+             "its encoding (BIRCO: the base rows encode the corpus, the first recipe row builds the title and plot "
+             "indexes). Rows cached by an earlier run keep the seconds they took then.", "",
              "## Validation", "", _table(p["results"]), "", f"![Recall@k]({NAME}.png)", ""]
     below = _below(p["results"])
     lines += ["Where the new recipe is below its base (the columns above and R@k at k = 1, 2, 3, 5, 10, 20, 30, 50, "
@@ -234,10 +263,11 @@ def markdown(p) -> str:
         below = _below(p["birco"])
         lines += ["Where the new recipe is below its base: " + ("; ".join(below) if below else "nowhere."), ""]
     lines += ["## Fitted weights", ""]
-    for k, v in p["weights"].items():
-        for when, w in v.items():
-            lines.append(f"- {k}, {when}: `{json.dumps(dict(zip(w['names'], w['weights'])))}` "
-                         f"(objective {w.get('fit_metric')}: {w.get('fit_score') or 0:.3f} on the tuning slice)")
+    for k, w in p["weights"].items():
+        base, fit = k.rsplit("-", 2)[1:]
+        lines.append(f"- {k.split('-')[0]}, {fit} fit on the {'old' if base == 'before' else 'current'} base: "
+                     f"`{json.dumps(dict(zip(w['names'], w['weights'])))}` "
+                     f"(objective {w.get('fit_metric')}: {w.get('fit_score') or 0:.3f} on the tuning slice)")
     lines += ["", f"Total {p['seconds']} s. Re-render: `python benchmarks/recipe_depth.py --render`.", ""]
     return "\n".join(lines)
 

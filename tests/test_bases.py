@@ -112,7 +112,13 @@ def test_bf16_autocast_trains_fp32_weights(pairs, tmp_path):
 def test_base_settings_and_folders(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
     ds = TinyDataset()
-    assert bases.base_dir(ds, "minilm", 4).name == "base-minilm-tiny-bases-train-minus-fit4-e1"  # older runs' name
+    # MiniLM's settings before issue 31 keep the name older runs gave them; the current settings get their own
+    legacy = {k: bases.LEGACY_MINILM[k] for k in ("lr", "epoch", "schedule")}
+    assert bases.base_dir(ds, "minilm", 4, **legacy).name == "base-minilm-tiny-bases-train-minus-fit4-e1"
+    now = bases.base_dir(ds, "minilm", 4)
+    assert now.name != "base-minilm-tiny-bases-train-minus-fit4-e1"
+    cfg = bases.base_settings("minilm")
+    assert now.name.endswith(f"-lr{cfg['lr']:g}-e{cfg['epoch']}of{cfg['schedule']}")
     mp = bases.base_dir(ds, "mpnet", 4, lr=5e-5, epoch=2, schedule=3)
     assert mp.name.startswith("base-mpnet-tiny-bases-train-minus-fit4-lr5e-05") and mp.name.endswith("-e2of3")
     assert bases.base_dir(ds, "minilm", 4, max_steps=2).name != bases.base_dir(ds, "minilm", 4).name

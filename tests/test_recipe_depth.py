@@ -69,6 +69,27 @@ def test_floor_rejects_a_step_that_trades_recall_for_the_top():
     assert (out[out.qid == "q2"].set_index("docno").loc["a", "rank"] <= 1)   # q2 keeps its gold in the top 2
 
 
+def test_floor_metric_holds_the_floor_on_measures_outside_the_objective(tmp_path):
+    # the same two queries: an objective of R@1 and MRR alone buys q1's top and loses q2's R@2; a floor held on
+    # R@2 (floor_metric) refuses that step although R@2 is not part of the objective
+    c = pd.DataFrame({"qid": ["q1"] * 3 + ["q2"] * 3, "query": ["x"] * 6, "docno": ["a", "b", "c"] * 2})
+    base = c[["qid", "docno"]].assign(score=[3, 2, 1, 2, 3, 1.0])
+    top = c[["qid", "docno"]].assign(score=[0, 9, 0, 0, 0, 9.0])
+    qrels = pd.DataFrame({"qid": ["q1", "q2"], "docno": ["b", "a"], "label": [1, 1]})
+    experts = [TableExpert(base, "base"), TableExpert(top, "top")]
+    loose = WeightedFuser(experts, names=["base", "top"], weights=[1, 0]).fit(
+        c, qrels, metric=["R@1", "RR"], floor="base")
+    held = WeightedFuser(experts, names=["base", "top"], weights=[1, 0]).fit(
+        c, qrels, metric=["R@1", "RR"], floor="base", floor_metric="R@1,R@2,RR")
+    assert loose.weights[1] > 0 and held.weights[1] == 0
+    assert held.fit_metric == "R@1,RR" and held.fit_floor_metric == "R@1,R@2,RR"
+    again = WeightedFuser.load(held.save(tmp_path / "w"), experts)           # what the floor held on is saved
+    assert again.fit_floor_metric == "R@1,R@2,RR"
+    with pytest.raises(ValueError, match="floor_metric needs a floor"):
+        WeightedFuser(experts, names=["base", "top"]).fit(c, qrels, metric="R@1", floor_metric="R@2")
+    assert "R@50" in recipe.FLOOR_METRIC and set(recipe.FIT_METRIC.split(",")) <= set(recipe.FLOOR_METRIC.split(","))
+
+
 def test_weights_path_and_without_keep_the_depth(tmp_path):
     c, qrels, experts = synthetic(n_q=20)
     path = WeightedFuser(experts, names=["e0", "e1", "e2"]).save(tmp_path / "fuser")

@@ -73,6 +73,9 @@ BASE_K, EXPERT_K = 100, 50
 #: book to the hundredth (R@5 alone bought the top at the cost of recall further down), fitted with the base
 #: alone as a floor: a weight step is kept only if none of these measures falls below the base's on the slice.
 FIT_METRIC = "R@1,R@5,R@10,R@20,R@100,RR"
+#: The measures the floor holds on: every cut-off of the Recall@k curve up to the fused depth, and MRR, so that
+#: no depth of the fused ranking is fitted below the base (the objective's six measures alone let R@50 slip).
+FLOOR_METRIC = "R@1,R@2,R@3,R@5,R@10,R@20,R@30,R@50,R@100,RR"
 #: Books per query of the recipe's ranking: the fused candidates, then the rest of the base's ranking.
 DEPTH = 1000
 #: With several fine-tuned bases, how deep each retrieves before their scores are summed for the candidates.
@@ -250,7 +253,7 @@ def _weights_path(ds_name: str, index, fine_tuned: FineTuned, n: int, seed: int,
                   extra_experts: Optional[Dict[str, pt.Transformer]] = None) -> Path:
     # the corpus fingerprint is part of the key: weights fitted on one corpus are not reused for another
     parts = [ds_name, getattr(index, "fingerprint", None), _models_key(fine_tuned), n, seed, k, expert_k, FIT_METRIC,
-             {"floor": base_names(fine_tuned), "date": _date_acts(index)}]
+             {"floor": base_names(fine_tuned), "date": _date_acts(index), "floor_metric": FLOOR_METRIC}]
     if len(fine_tuned_models(fine_tuned)) > 1:
         parts.append({"candidates": "sum", "depth": MULTI_BASE_DEPTH})
     if extra_experts:  # absent for the plain recipe, so weights cached before the option are found again
@@ -288,13 +291,13 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
         # the columns are already normalised: fit on them as they are, then keep the recipe's normalisation
         on_matrix = WeightedFuser(None, weights=dp.fuser.weights, names=names, normalise="none")
         on_matrix.fit(frame[frame["qid"].isin(tuning["qid"])], qrels, metric=FIT_METRIC, verbose=verbose,
-                      floor=base_names(fine_tuned))
+                      floor=base_names(fine_tuned), floor_metric=FLOOR_METRIC)
         dp.fuser.weights = on_matrix.weights
         dp.fuser.fit_metric, dp.fuser.fit_score = on_matrix.fit_metric, on_matrix.fit_score
-        dp.fuser.fit_floor = on_matrix.fit_floor
+        dp.fuser.fit_floor, dp.fuser.fit_floor_metric = on_matrix.fit_floor, on_matrix.fit_floor_metric
         return dp.fuser.save(path)
     dp.fuser.fit(tuning, qrels, metric=FIT_METRIC, candidates=dp.decomposer >> dp.candidates,
-                 verbose=verbose, floor=base_names(fine_tuned))
+                 verbose=verbose, floor=base_names(fine_tuned), floor_metric=FLOOR_METRIC)
     return dp.fuser.save(path)
 
 

@@ -72,6 +72,10 @@ def _parse_metric(metric):
     return parse_measure(metric)
 
 
+def _measure_list(measure) -> list:
+    return measure if isinstance(measure, list) else [measure]
+
+
 def empty_fused(inp: pd.DataFrame) -> pd.DataFrame:
     """What a fuser returns for an empty frame: its columns, without the features, with an empty score and rank."""
     out = inp.drop(columns=["features", "score", "rank"], errors="ignore").copy()
@@ -213,7 +217,7 @@ class WeightedFuser(pt.Transformer):
     # ------------------------------------------------------------------ fitting
     def fit(self, topics: pd.DataFrame, qrels: pd.DataFrame, metric="R@5", candidates=None,
             grid: Sequence[float] = DEFAULT_GRID, rounds: int = 3, init: Optional[Sequence[float]] = None,
-            verbose: bool = False, floor=None) -> "WeightedFuser":
+            verbose: bool = False, floor=None, floor_metric=None) -> "WeightedFuser":
         """Tune the weights by coordinate ascent on ``metric`` (default Recall@5) over held-out queries.
 
         ``topics`` is a candidate frame (has ``docno``; or ``features`` in ``**`` mode), or a query frame with
@@ -222,6 +226,8 @@ class WeightedFuser(pt.Transformer):
         ``"R@5,R@100,RR"``) whose mean is the objective. ``floor``: an expert name, a list of names or a weight
         vector (e.g. the base retriever alone); a step is taken only if it keeps each of the ``metric`` measures at
         or above the floor's value on these queries, and the ascent starts from the floor when ``init`` is below it.
+        ``floor_metric``: the measures the floor holds on (default the ``metric`` measures), e.g. every cut-off
+        of the Recall@k curve while the objective is a few of them.
         Returns ``self`` (weights set; ``fit_history`` records each accepted step)."""
         measure = _parse_metric(metric)
         cands = topics if candidates is None else candidates(topics)
@@ -229,13 +235,16 @@ class WeightedFuser(pt.Transformer):
             raise ValueError("WeightedFuser.fit needs a candidate frame (with docno) or candidates=a retriever")
         feats = self.features(cands)
         evaluator = FastEvaluator(feats, qrels, self.names)
-        parts = measure if isinstance(measure, list) else [measure]
+        parts = _measure_list(measure)
         w = np.asarray(init if init is not None else self.weights, dtype=float).copy()
         feasible = lambda v: True  # noqa: E731
+        if floor_metric is not None and floor is None:
+            raise ValueError("WeightedFuser.fit: floor_metric needs a floor (the expert names or weights to hold)")
         if floor is not None:
             fw = self._floor_weights(floor)
-            minimum = evaluator.measures(fw, parts) - 1e-12
-            feasible = lambda v: bool((evaluator.measures(v, parts) >= minimum).all())  # noqa: E731
+            held = parts if floor_metric is None else _measure_list(_parse_metric(floor_metric))
+            minimum = evaluator.measures(fw, held) - 1e-12
+            feasible = lambda v: bool((evaluator.measures(v, held) >= minimum).all())  # noqa: E731
             if not feasible(w):
                 w = fw
         best = evaluator.objective(w, measure)
@@ -263,6 +272,7 @@ class WeightedFuser(pt.Transformer):
         self.fit_score = float(np.mean(evaluator.measures(w, parts)))
         self.fit_floor = None if floor is None else (floor if isinstance(floor, (str, list)) else
                                                      [float(x) for x in floor])
+        self.fit_floor_metric = None if floor is None else ",".join(str(m) for m in held)
         return self
 
     def _floor_weights(self, floor) -> np.ndarray:
@@ -284,7 +294,8 @@ class WeightedFuser(pt.Transformer):
         return {"names": list(self.names), "weights": [float(x) for x in self.weights],
                 "normalise": list(self.normalise), "neutral": list(self.neutral), "rr_k": self.rr_k,
                 "fit_metric": getattr(self, "fit_metric", None), "fit_score": getattr(self, "fit_score", None),
-                "fit_floor": getattr(self, "fit_floor", None)}
+                "fit_floor": getattr(self, "fit_floor", None),
+                "fit_floor_metric": getattr(self, "fit_floor_metric", None)}
 
     def save(self, path: Union[str, Path], overwrite: bool = True) -> Path:
         """Write the weights (and normalisation settings) as a :class:`FuserWeights` artifact folder, atomically.
@@ -331,6 +342,7 @@ class WeightedFuser(pt.Transformer):
         if d.get("fit_metric"):
             fuser.fit_metric, fuser.fit_score = d["fit_metric"], d.get("fit_score")
             fuser.fit_floor = d.get("fit_floor")
+            fuser.fit_floor_metric = d.get("fit_floor_metric")
         # where the weights came from: ``pt.Artifact.load(fuser.path)`` opens them again
         fuser.path = Path(str(path.path) if isinstance(path, pt.Artifact) else os.fspath(path)).expanduser()
         return fuser
