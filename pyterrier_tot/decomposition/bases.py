@@ -124,8 +124,8 @@ def fine_tuned_base(dataset, n: int = TUNING_QUERIES, seed: int = TUNING_SEED, p
     instead). ``index``: the BookIndex whose books the qrels name (default ``BookIndex(dataset)``); a streamed
     one is read by docno. ``settings`` override :data:`BASE_SETTINGS` (see :func:`base_settings`).
 
-    Cost on two idle CPU cores (1,553 Reddit-TOMT pairs, 97 steps per epoch): MiniLM about 5 minutes, mpnet
-    about 5 times as much per epoch (less with ``amp``)."""
+    Cost on two CPU cores (1,553 Reddit-TOMT pairs, 97 steps per epoch): MiniLM about 6 to 9 minutes an epoch
+    (its default two epochs took 1,111 s), mpnet about 28 minutes an epoch in fp32 (less with ``amp``)."""
     from pyterrier_tot.decomposition import expert_training
 
     cfg = base_settings(model, **settings)
