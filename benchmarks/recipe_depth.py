@@ -123,15 +123,16 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
         ename = bases.base_expert_name(key)
         prec = recipe.encoding_precision(ename)
         base_rows = {}
+        same = paths["before"][0] == paths["now"][0]  # the base's settings did not change: one row
         for when, (path, label) in paths.items():
-            name = f"{key} fine-tuned alone, {when} ({label})"
+            name = f"{key} fine-tuned alone ({label})" if same else f"{key} fine-tuned alone, {when} ({label})"
             k = f"{tag}-base-{Path(path).name}-{prec}"
             runs[name] = cached(k, lambda path=path, prec=prec: index.dense(path, precision=prec)(topics), seconds)
             info[name], base_rows[when] = per_query(seconds, k, len(topics)), name
         plan = [("before", "before", None, "recipe {key}, before (old base, R@5 fit, ~170 deep)"),
                 ("before", "after", recipe.DEPTH, "recipe {key} on the old base, floor fit, 1000 deep"),
                 ("now", "after", recipe.DEPTH, "recipe {key}, after (current base, floor fit, 1000 deep)")]
-        if paths["before"][0] == paths["now"][0]:  # the base's settings did not change: one recipe 'after'
+        if same:  # one recipe 'after'
             plan = [plan[0], plan[2]]
         for base_when, fit, depth, label in plan:
             path = paths[base_when][0]
@@ -144,7 +145,8 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
             k = f"{tag}-recipe-{Path(path).name}-{fit}-{Path(weights[wkey]).name}"
             runs[name] = cached(k, lambda pipe=pipe: pipe(topics), seconds)
             info[name], vs[name] = per_query(seconds, k, len(topics)), base_rows[base_when]
-        vs[base_rows["now"]] = base_rows["before"]
+        if not same:
+            vs[base_rows["now"]] = base_rows["before"]
     results = {}
     for base_name in dict.fromkeys(vs.values()):
         mine = {n: r for n, r in runs.items() if vs.get(n) == base_name or n == base_name or n.startswith("BM25")}
