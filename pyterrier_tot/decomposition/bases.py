@@ -2,7 +2,7 @@
 base model (MiniLM, mpnet, or any sentence-transformers model), each cached as a ``pt.Artifact`` folder.
 
     from pyterrier_tot.decomposition import bases
-    minilm = bases.fine_tuned_base(ds)                       # all-MiniLM-L6-v2: 2 epochs, lr 5e-5 (~25 min, 2 cores)
+    minilm = bases.fine_tuned_base(ds)                       # all-MiniLM-L6-v2: 2 epochs, lr 5e-5 (~19 min, 2 cores)
     mpnet = bases.fine_tuned_base(ds, model="mpnet")         # all-mpnet-base-v2, BASE_SETTINGS["mpnet"]
     runs = bases.base_grid(ds, "mpnet", lrs=(2e-5, 5e-5), epochs=3)   # one run per lr, a checkpoint per epoch
     best, table = bases.choose_base(ds, index, runs)         # Recall@5 of each on the tuning slice
@@ -125,7 +125,8 @@ def fine_tuned_base(dataset, n: int = TUNING_QUERIES, seed: int = TUNING_SEED, p
     one is read by docno. ``settings`` override :data:`BASE_SETTINGS` (see :func:`base_settings`).
 
     Cost on two CPU cores (1,553 Reddit-TOMT pairs, 97 steps per epoch): MiniLM about 6 to 9 minutes an epoch
-    (its default two epochs took 1,111 s), mpnet about 28 minutes an epoch in fp32 (less with ``amp``)."""
+    (its default two epochs took 1,111 s), mpnet 28 to 64 minutes an epoch in fp32 on two CPUs measured (about
+    14 with ``amp`` where bf16 is native)."""
     from pyterrier_tot.decomposition import expert_training
 
     cfg = base_settings(model, **settings)
