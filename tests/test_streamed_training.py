@@ -83,8 +83,9 @@ def test_training_set_puts_both_years_under_train(tmp_path):
 
 def test_base_trains_on_a_streamed_corpus_by_docno(guarded):
     train, index, read = guarded
+    # one epoch of one schedule (the default MiniLM settings train two, and max_steps caps each epoch)
     path = bases.fine_tuned_base(train, n=2, index=index, max_steps=2, batch_size=3, max_seq_length=32,
-                                 verbose=False)
+                                 verbose=False, epoch=1, schedule=1)
     meta = training_metadata(path)
     assert meta["n_pairs"] == 6 and meta["steps"] == 2                # the 6 queries outside the tuning slice
     assert isinstance(pt.Artifact.load(path), BiEncoderModel)
