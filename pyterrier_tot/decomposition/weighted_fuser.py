@@ -72,10 +72,6 @@ def _parse_metric(metric):
     return parse_measure(metric)
 
 
-def _measure_list(measure) -> list:
-    return measure if isinstance(measure, list) else [measure]
-
-
 def empty_fused(inp: pd.DataFrame) -> pd.DataFrame:
     """What a fuser returns for an empty frame: its columns, without the features, with an empty score and rank."""
     out = inp.drop(columns=["features", "score", "rank"], errors="ignore").copy()
@@ -235,14 +231,14 @@ class WeightedFuser(pt.Transformer):
             raise ValueError("WeightedFuser.fit needs a candidate frame (with docno) or candidates=a retriever")
         feats = self.features(cands)
         evaluator = FastEvaluator(feats, qrels, self.names)
-        parts = _measure_list(measure)
+        parts = measure if isinstance(measure, list) else [measure]
         w = np.asarray(init if init is not None else self.weights, dtype=float).copy()
         feasible = lambda v: True  # noqa: E731
         if floor_metric is not None and floor is None:
             raise ValueError("WeightedFuser.fit: floor_metric needs a floor (the expert names or weights to hold)")
         if floor is not None:
             fw = self._floor_weights(floor)
-            held = parts if floor_metric is None else _measure_list(_parse_metric(floor_metric))
+            held = parts if floor_metric is None else [*np.atleast_1d(_parse_metric(floor_metric))]
             minimum = evaluator.measures(fw, held) - 1e-12
             feasible = lambda v: bool((evaluator.measures(v, held) >= minimum).all())  # noqa: E731
             if not feasible(w):
