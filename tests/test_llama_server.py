@@ -73,3 +73,49 @@ def test_a_server_that_dies_fails_fast_and_is_reported_on_stop(tmp_path):
     with pytest.warns(UserWarning, match="had exited with signal 9"):
         server.stop()
     assert not server.running
+
+
+def test_the_server_stops_when_the_process_that_started_it_is_killed(tmp_path):
+    """A parent killed without cleanup (SIGKILL, a kernel restart) must not leave the model loaded: the server
+    notices its parent is gone and exits."""
+    import os
+    from pathlib import Path
+
+    if not Path("/proc/self/stat").is_file():
+        pytest.skip("needs /proc to tell a live process from a zombie")
+    import signal
+    import subprocess
+    import sys
+
+    pidfile = tmp_path / "server.pid"
+    code = ("import sys, time\nfrom pyterrier_tot.llm.llama_server import LlamaServer\n"
+            "s = LlamaServer(n_ctx=256).start()\n"
+            f"open({str(pidfile)!r}, 'w').write(str(s._proc.pid))\ntime.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 180
+        while not pidfile.is_file() or not pidfile.read_text():
+            assert parent.poll() is None and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.5)
+        child = int(pidfile.read_text())
+        os.kill(child, 0)  # running
+    finally:
+        parent.kill()
+        parent.wait(timeout=10)
+    deadline = time.monotonic() + 15
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if _alive(child):
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError("llama_cpp.server outlived the process that started it")
+
+
+def _alive(pid: int) -> bool:
+    """Running (not gone, not a zombie that nobody reaped: a container's init may never reap it)."""
+    from pathlib import Path
+
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False

@@ -196,30 +196,44 @@ def choose_epoch(dataset, index, models: Dict[int, str], metric: str = "R@5",
 HN_NEGATIVES, HN_DEPTH = 2, 30
 
 
-def _hn_dir(dataset, model: str, n: int, n_neg: int, epoch: int, clue_forms: bool, max_steps: Optional[int],
-            miners: Sequence[str]) -> Path:
+def _hn_dir(dataset, model: str, n: int, n_neg: int, epoch: int, clue_forms: bool, miners: Sequence[str],
+            depth: int = HN_DEPTH, train_kwargs: Optional[dict] = None) -> Path:
+    """The folder of hard-negative epoch ``epoch``: its name carries every setting that changes the model."""
+    kw = dict(train_kwargs or {})
     clues = "-clues" if clue_forms else ""
-    steps = f"-s{max_steps}" if max_steps else ""
+    steps = f"-s{kw.pop('max_steps')}" if kw.get("max_steps") else ""
+    kw.pop("max_steps", None)
+    extra = f"-d{depth}" if depth != HN_DEPTH else ""
+    extra += "".join(f"-{_slug(k)}{v:g}" if isinstance(v, float) else f"-{_slug(k)}{v}" for k, v in sorted(kw.items()))
     mined = "" if tuple(miners) == ("bm25", "dense") else "-from-" + "+".join(miners)
-    tail = f"-neg{n_neg}{clues}{steps}{mined}-e{epoch}"
-    if str(model).lower() == "minilm":  # the name older runs used
+    tail = f"-neg{n_neg}{clues}{steps}{extra}{mined}-e{epoch}"
+    if str(model).lower() == "minilm" and base_settings(model) == {**COMMON, **LEGACY_MINILM}:
+        # the name older runs used, kept only for the base they continued from (never for another base)
         return cache_dir() / "models" / f"hn-minilm-{dataset_tag(dataset)}-train-minus-fit{n}{tail}"
     return cache_dir() / "models" / f"hn-{base_dir(dataset, model, n).name}{tail}"
 
 
-def _miners(index, miners: Sequence[str]) -> dict:
-    known = {"bm25": index.bm25, "dense": index.dense}
-    bad = [m for m in miners if m not in known]
+#: The miners of hard negatives: BM25, zero-shot MiniLM, and ``base``: the model the round continues from (its own
+#: near misses, mined afresh each round).
+MINERS = ("bm25", "dense", "base")
+
+
+def _miners(index, miners: Sequence[str], base_model: Optional[str] = None) -> dict:
+    bad = [m for m in miners if m not in MINERS]
     if bad or not miners:
-        raise ValueError(f"miners must name some of {list(known)}, not {list(miners)}")
-    return {m: known[m]() for m in miners}
+        raise ValueError(f"miners must name some of {list(MINERS)}, not {list(miners)}")
+    if "base" in miners and base_model is None:
+        raise ValueError("the 'base' miner needs base_model= (the model whose near misses are mined)")
+    make = {"bm25": index.bm25, "dense": index.dense, "base": lambda: index.dense(base_model)}
+    return {m: make[m]() for m in miners}
 
 
 def hard_negative_examples(dataset, index, n_negatives: int = HN_NEGATIVES, depth: int = HN_DEPTH, seed: int = 0,
                            clue_forms: bool = True, n: int = TUNING_QUERIES,
-                           miners: Sequence[str] = ("bm25", "dense")) -> list:
+                           miners: Sequence[str] = ("bm25", "dense"), base_model: Optional[str] = None) -> list:
     """Training examples (query, gold, negatives...) on the training queries outside the tuning slice, the
-    negatives mined from ``miners`` (BM25, zero-shot MiniLM; gold excluded); with ``clue_forms`` the short clue
+    negatives mined from ``miners`` (:data:`MINERS`: BM25, zero-shot MiniLM, ``base``: the model folder
+    ``base_model``; gold excluded); with ``clue_forms`` the short clue
     form of each query (rule clues: title, author, date, cover, genre) is one more anchor for the same books.
     Only the gold and mined books are read from ``index`` (a streamed corpus is never loaded)."""
     from pyterrier_tot.decomposition.expert_training import build_examples, clue_form_queries
@@ -227,7 +241,7 @@ def hard_negative_examples(dataset, index, n_negatives: int = HN_NEGATIVES, dept
     from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor
 
     rest, qrels = train_data(dataset, "rest", n)
-    mined = mine_hard_negatives(rest, qrels, _miners(index, miners), depth=depth)
+    mined = mine_hard_negatives(rest, qrels, _miners(index, miners, base_model), depth=depth)
     negs = sample_negatives(mined, n_negatives, seed=seed)
     examples = build_examples(rest, qrels, index, negs, n_negatives)
     if clue_forms:
@@ -241,7 +255,8 @@ def fine_tuned_hard(dataset, index=None, epochs: int = 1, n_negatives: int = HN_
                     verbose: bool = True, model: str = "minilm", miners: Sequence[str] = ("bm25", "dense"),
                     **train_kwargs) -> Dict[int, str]:
     """Base ``model`` fine-tuned with mined hard negatives: epoch 0 is :func:`fine_tuned_base` (in-batch
-    negatives), each further epoch continues from the one before on fresh negatives (seeded by the epoch).
+    negatives), each further epoch continues from the one before on fresh negatives (seeded by the epoch; the
+    ``base`` miner mines them with that model, so each round learns from its own near misses).
     Returns ``{epoch: model folder}`` for the epochs that exist (each cached as an artifact; ``train=False``
     trains nothing). Pick the epoch with :func:`choose_base` on the tuning slice."""
     from pyterrier_tot.decomposition import expert_training
@@ -254,12 +269,13 @@ def fine_tuned_hard(dataset, index=None, epochs: int = 1, n_negatives: int = HN_
     models[0] = base
     amp = base_settings(model)["amp"]
     for epoch in range(1, epochs + 1):
-        out = _hn_dir(dataset, model, n, n_negatives, epoch, clue_forms, train_kwargs.get("max_steps"), miners)
+        out = _hn_dir(dataset, model, n, n_negatives, epoch, clue_forms, miners, depth, train_kwargs)
         if not complete_model(out):
             if not train:
                 break
             examples = hard_negative_examples(dataset, index, n_negatives, depth, seed=epoch,
-                                              clue_forms=clue_forms, n=n, miners=miners)
+                                              clue_forms=clue_forms, n=n, miners=miners,
+                                              base_model=models[epoch - 1])
             if verbose:
                 print(f"hard-negative epoch {epoch}: {len(examples)} examples from {models[epoch - 1]} into {out}")
             expert_training.train_biencoder(

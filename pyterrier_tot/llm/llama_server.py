@@ -10,7 +10,8 @@ Example::
 ``LlamaServer(model_path=...)`` takes any GGUF file. ``n_threads`` defaults to 1: on shared cores more threads
 were much slower (``benchmarks/results/llama_threads.md``); give ``n_threads=os.cpu_count()`` on an idle machine.
 The server listens on a free loopback port, the context
-manager waits until ``/v1/models`` answers and stops the process on exit (terminate, then kill). Needs the
+manager waits until ``/v1/models`` answers and stops the process on exit (terminate, then kill); a server whose
+parent process dies (killed, a kernel restart) stops itself within a second. Needs the
 ``llm`` extra: ``pip install 'pyterrier-tot[llm]'`` (llama-cpp-python builds from source, several minutes).
 A server you already run needs none of this: ``LLM(model=..., base_url="http://host:port/v1")``.
 
@@ -21,6 +22,7 @@ same file served again (any port) finds them.
 from __future__ import annotations
 
 import importlib.util
+import os
 import socket
 import subprocess
 import sys
@@ -35,6 +37,20 @@ from pyterrier_tot.errors import ModelUnavailableError
 from pyterrier_tot.llm.identity import gguf_identity  # noqa: F401  (public here too; lives below the client)
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+#: How the server is launched: ``llama_cpp.server`` behind a watchdog thread that ends the server once the process
+#: that started it is gone (killed, crashed, a Jupyter kernel restarted), so no model stays loaded in memory with
+#: nobody to stop it. Its first argument is the parent's pid; the rest are the server's.
+_WATCHED_SERVER = """\
+import os, runpy, sys, threading, time
+parent = int(sys.argv.pop(1))
+def _watch():
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(0)
+threading.Thread(target=_watch, daemon=True).start()
+runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+"""
 
 
 def default_gguf() -> Path:
@@ -103,7 +119,8 @@ class LlamaServer:
                                         "pip install 'llama-cpp-python[server]' (or the 'llm' extra)") from None
         self.port = self.port or free_port()
         self._log = tempfile.TemporaryFile(mode="w+b")
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model_path), "--model_alias", self.alias,
+        cmd = [sys.executable, "-c", _WATCHED_SERVER, str(os.getpid()),
+               "--model", str(self.model_path), "--model_alias", self.alias,
                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
                "--n_threads", str(self.n_threads), "--verbose", "False", *self.extra_args]
         self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
