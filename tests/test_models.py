@@ -62,3 +62,62 @@ def _minilm_as_artifact(tmp_path):
     shutil.copytree(resolve_model(), dst)
     write_meta(dst, "biencoder", "sentence_transformers", kind="copy")
     return dst
+
+
+def test_query_memo_encodes_each_text_once_per_model():
+    """A pipeline and its ablation variants encode the same queries with the same model again and again; the
+    loaded bi-encoder encodes each text once and hands back the vectors the model gave for it."""
+    import numpy as np
+
+    enc = load_biencoder("minilm")
+    memo = enc.encode_queries
+    memo.clear()
+    texts = ["a red dragon on the moon", "kittens nap all day", "a red dragon on the moon"]
+    first = memo(texts)
+    assert memo.misses == 2 and memo.hits == 1 and first.shape == (3, 384) and first.dtype == np.float32
+    again = memo(list(reversed(texts)))
+    assert memo.misses == 2 and memo.hits == 4                       # nothing encoded the second time
+    assert np.array_equal(again, first[::-1])
+    direct = enc.model.encode(texts, convert_to_numpy=True)
+    assert np.allclose(first, direct, atol=1e-5)                     # the model's own vectors
+    again[0] += 1                                                    # callers get copies
+    assert np.array_equal(memo(texts[:1])[0], first[0])
+
+
+def test_query_memo_forgets_the_least_recently_used_and_can_be_off():
+    import numpy as np
+
+    from pyterrier_tot.models import QueryMemo
+
+    calls = []
+
+    def encode(texts, batch_size=None):
+        calls.append(list(texts))
+        return np.array([[float(len(t)), 1.0] for t in texts])
+
+    memo = QueryMemo(encode, size=2)
+    memo(["a", "bb"])
+    memo(["a"])              # "a" is now the most recent
+    memo(["ccc"])            # drops "bb"
+    memo(["a", "bb"])
+    assert calls == [["a", "bb"], ["ccc"], ["bb"]]
+    off = QueryMemo(encode, size=0)
+    off(["a"]), off(["a"])
+    assert calls[-2:] == [["a"], ["a"]]
+
+
+def test_an_ablation_reencodes_nothing(reddit_index):
+    """Two runs of the dense retriever over the same queries: the second encodes no query and ranks the same."""
+    import pandas as pd
+
+    topics = pd.DataFrame({"qid": ["1", "2"], "query": ["a boy and his dog on a farm in the 90s",
+                                                         "a girl finds a secret garden behind a wall"]})
+    dense = reddit_index.dense()
+    memo = load_biencoder().encode_queries   # the default model, the one index.dense() searches with
+    memo.clear()
+    first = dense(topics)
+    misses = memo.misses
+    assert misses == 2
+    second = dense(topics)
+    assert memo.misses == misses
+    pd.testing.assert_frame_equal(first, second)
