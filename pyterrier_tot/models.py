@@ -188,7 +188,7 @@ def _load_biencoder(name: Optional[str], batch_size: int, text_field: str, devic
         enc = cls(resolve_model(name), batch_size=batch_size, text_field=text_field, device=device or "cpu")
     enc.model = _to_precision(enc.model, precision)
     enc.model_name = name or DEFAULT_MODEL  # the repr shows what the user asked for, not a site-packages path
-    enc.encode_queries = QueryMemo(enc.encode_queries)
+    enc.encode_queries = QueryMemo(owner=enc)
     return enc
 
 
@@ -215,16 +215,23 @@ class QueryMemo:
     are copies of what the model returned for that text (in whatever batch it first came); ``hits`` and
     ``misses`` count texts, ``clear()`` forgets them."""
 
-    def __init__(self, encode, size: Optional[int] = None):
+    def __init__(self, encode=None, size: Optional[int] = None, owner=None):
         import collections
         import threading
 
-        self._encode = encode
+        if (encode is None) == (owner is None):
+            raise ValueError("QueryMemo: give encode= (texts -> vectors) or owner= (a bi-encoder), not both")
+        self._raw, self._owner = encode, owner
         self.size = QUERY_MEMO if size is None else int(size)
         self._vecs: "collections.OrderedDict[str, Any]" = collections.OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = 0
         _MEMOS.add(self)
+
+    def _encode(self, texts, batch_size=None):
+        if self._owner is not None:  # the class's own method: the instance attribute is this memo
+            return type(self._owner).encode_queries(self._owner, texts, batch_size=batch_size)
+        return self._raw(texts, batch_size=batch_size)
 
     def __call__(self, texts, batch_size: Optional[int] = None):
         import numpy as np
@@ -255,6 +262,12 @@ class QueryMemo:
             while len(self._vecs) > self.size:
                 self._vecs.popitem(last=False)
         return np.stack(out).astype(np.float32, copy=True)
+
+    def __getstate__(self):  # pickled (pt.parallel, joblib): the encoder goes, the lock and the vectors stay
+        return {"encode": self._raw, "owner": self._owner, "size": self.size}
+
+    def __setstate__(self, state):
+        self.__init__(state["encode"], state["size"], state["owner"])
 
     def clear(self) -> None:
         with self._lock:

@@ -106,6 +106,21 @@ def test_query_memo_forgets_the_least_recently_used_and_can_be_off():
     assert calls[-2:] == [["a"], ["a"]]
 
 
+def test_a_loaded_encoder_still_pickles():
+    """pt.parallel / joblib pickle pipelines: the memo travels without its lock and vectors."""
+    import pickle
+
+    import numpy as np
+
+    enc = load_biencoder()
+    enc.encode_queries(["a lighthouse ghost"])
+    copy = pickle.loads(pickle.dumps(enc))
+    assert copy.encode_queries is not enc.encode_queries and copy.encode_queries._owner is copy
+    assert copy.encode_queries.size == enc.encode_queries.size and copy.encode_queries.misses == 0
+    assert np.allclose(copy.encode_queries(["a lighthouse ghost"]), enc.encode_queries(["a lighthouse ghost"]),
+                       atol=1e-5)
+
+
 def test_an_ablation_reencodes_nothing(reddit_index):
     """Two runs of the dense retriever over the same queries: the second encodes no query and ranks the same."""
     import pandas as pd
