@@ -87,7 +87,8 @@ def markdown(p: dict) -> str:
         _common.md_table(tune[[c for c in ["round", "name", "R@5", "R@10", "R@100", "MRR", "training_s", "steps"]
                                if c in tune.columns]]), "",
         "## Validation (233 queries; p-values: paired t-test against the base)", "",
-        _common.md_table(val[["name"] + [m if m != "RR" else "MRR" for m in MEASURES] + pcols].fillna("")), ""])
+        _common.md_table(val[["name"] + [m if m != "RR" else "MRR" for m in MEASURES] + pcols]
+                         .astype(object).fillna("")), ""])
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ def main():
           f"equal weights and each of its {len(systems) - 1} experts removed once ({len(systems)} systems in one "
           f"`pt.Experiment`). Off first, then on from an empty memo. Speed-up **{speedup:.2f}x**; largest "
           f"difference of any measure between the two tables: {diff:.2g}.", "",
-          _common.md_table(pd.DataFrame(rows).fillna("")), "",
+          _common.md_table(pd.DataFrame(rows).astype(object).fillna("")), "",
           _common.md_table(tables["on"][["name", *MEASURES]]), ""]
     _common.write_results("query_memo", payload, "\n".join(md))
 

@@ -121,13 +121,17 @@ def test_a_loaded_encoder_still_pickles():
                        atol=1e-5)
 
 
-def test_an_ablation_reencodes_nothing(reddit_index):
+def test_an_ablation_reencodes_nothing(tmp_path):
     """Two runs of the dense retriever over the same queries: the second encodes no query and ranks the same."""
     import pandas as pd
+    from conftest import TINY_BOOKS
 
+    from pyterrier_tot.index import BookIndex
+
+    index = BookIndex(pd.DataFrame(TINY_BOOKS), path=tmp_path / "index")
     topics = pd.DataFrame({"qid": ["1", "2"], "query": ["a boy and his dog on a farm in the 90s",
                                                          "a girl finds a secret garden behind a wall"]})
-    dense = reddit_index.dense()
+    dense = index.dense()
     memo = load_biencoder().encode_queries   # the default model, the one index.dense() searches with
     memo.clear()
     first = dense(topics)
