@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +26,28 @@ def timer(store: dict, key: str):
     t0 = time.perf_counter()
     yield
     store[key] = round(time.perf_counter() - t0, 3)
+
+
+def cached_run(work: Path, key: str, make, seconds: dict) -> pd.DataFrame:
+    """A run (qid, docno, score) computed once by ``make()`` and kept as JSON lines under ``work``, with its
+    wall-clock seconds in ``seconds[key]`` (timed as a new query's: the query memo is emptied first)."""
+    from pyterrier_tot.models import forget_queries
+
+    work.mkdir(parents=True, exist_ok=True)
+    f = work / (re.sub(r"[^A-Za-z0-9_.-]+", "_", key) + ".jsonl")
+    t = f.with_suffix(".seconds")
+    if f.is_file():
+        seconds[key] = float(t.read_text()) if t.is_file() else float("nan")
+        return pd.read_json(f, lines=True, dtype={"qid": str, "docno": str})
+    forget_queries()
+    t0 = time.time()
+    run = make()[["qid", "docno", "score"]].astype({"qid": str, "docno": str})
+    seconds[key] = time.time() - t0
+    run.attrs = {}
+    run.to_json(f, orient="records", lines=True)
+    t.write_text(f"{seconds[key]:.2f}")
+    print(f"  {key}: {seconds[key]:.0f} s", flush=True)
+    return run
 
 
 def machine() -> dict:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 import warnings
@@ -30,7 +29,6 @@ import pyterrier_tot as ptt  # noqa: E402
 from pyterrier_tot.decomposition import bases, recipe  # noqa: E402
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser  # noqa: E402
 from pyterrier_tot.models import (
-    forget_queries,  # noqa: E402
     native_bf16,  # noqa: E402
 )
 
@@ -44,22 +42,7 @@ TESTED = ("R@1", "R@5", "R@10", "R@20", "R@100", "R@1000", "MRR")
 
 
 def cached(key: str, make, seconds: dict) -> pd.DataFrame:
-    """A run (qid, docno, score) computed once and kept as JSON lines, with its wall-clock seconds."""
-    WORK.mkdir(parents=True, exist_ok=True)
-    f = WORK / (re.sub(r"[^A-Za-z0-9_.-]+", "_", key) + ".jsonl")
-    t = f.with_suffix(".seconds")
-    if f.is_file():
-        seconds[key] = float(t.read_text()) if t.is_file() else float("nan")
-        return pd.read_json(f, lines=True, dtype={"qid": str, "docno": str})
-    forget_queries()  # timed as if first: no system rides on the query vectors an earlier one encoded
-    t0 = time.time()
-    run = make()[["qid", "docno", "score"]].copy()
-    seconds[key] = time.time() - t0
-    run.attrs = {}
-    run.to_json(f, orient="records", lines=True)
-    t.write_text(f"{seconds[key]:.2f}")
-    print(f"  {key}: {seconds[key]:.0f} s", flush=True)
-    return run
+    return _common.cached_run(WORK, key, make, seconds)
 
 
 def evaluate(runs: dict, topics, qrels, baseline: str) -> dict:

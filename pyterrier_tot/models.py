@@ -171,9 +171,17 @@ def load_biencoder(name=None, batch_size: int = 32, text_field: str = "text", de
                    precision: str = "fp32"):
     """A pyterrier-dr ``SBertBiEncoder`` for ``name`` (a name, folder or :class:`BiEncoderModel`), resolved
     offline-first and loaded once per process; ``precision="bf16"`` gives a bfloat16 copy (its repr says so)."""
-    # the default spelled out or left out is one cache entry: one model in memory, warmed up once
-    return _load_biencoder(artifact_path(name) or DEFAULT_MODEL, batch_size, text_field, device,
-                           check_precision(precision))
+    # the default spelled out, aliased ("minilm") or left out is one cache entry: one model in memory, one memo
+    return _load_biencoder(canonical_model(name), batch_size, text_field, device, check_precision(precision))
+
+
+def canonical_model(name=None) -> str:
+    """One spelling per model: an alias as its hub name, a folder as its absolute path, nothing as the default."""
+    name = str(artifact_path(name) or DEFAULT_MODEL)
+    folder = Path(name).expanduser()
+    if folder.is_dir():
+        return str(folder.resolve())
+    return ALIASES.get(name.lower(), name)
 
 
 @functools.lru_cache(maxsize=8)

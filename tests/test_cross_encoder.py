@@ -76,3 +76,38 @@ def test_reranker_with_index(trained, tmp_path):
     assert sorted(out["docno"]) == ["b1", "b2"] and out["score"].notna().all()
     with pytest.raises(UnknownDocnoError, match="nope"):
         CrossEncoderReranker(trained, index)(res.assign(docno=["b1", "nope"]))
+
+
+def test_alpha_mixes_the_incoming_score_into_the_top_k(trained):
+    texts = [NEG[0], POS[0], NEG[1], POS[1], NEG[2]]
+    res = pt.model.add_ranks(pd.DataFrame({"qid": "q", "query": "a book", "docno": list("abcde"), "text": texts,
+                                           "score": [5.0, 4.0, 3.0, 2.0, 1.0]}))
+    keep = CrossEncoderReranker(trained, k=4, alpha=0.0)(res)
+    assert keep.sort_values("rank")["docno"].tolist() == list("abcde")        # alpha 0: the first stage's order
+    alone = CrossEncoderReranker(trained, k=4)(res).set_index("docno")["score"]
+    half = CrossEncoderReranker(trained, k=4, alpha=0.5)(res).set_index("docno")
+    ce = alone[list("abcd")]
+    first = np.array([5.0, 4.0, 3.0, 2.0])
+    want = 0.5 * (ce - ce.min()) / (ce.max() - ce.min()) + 0.5 * (first - 2.0) / 3.0
+    assert np.allclose(half.loc[list("abcd"), "score"], want)
+    assert half.loc["e", "rank"] == 4                                          # the tail stays below the block
+    assert "alpha=0.5" in repr(CrossEncoderReranker(trained, k=4, alpha=0.5))
+    with pytest.raises(ValueError, match="alpha"):
+        CrossEncoderReranker(trained, alpha=1.5)
+
+
+def test_head_learning_rate_moves_the_new_head_faster(tiny_bert, tmp_path):
+    from safetensors.torch import load_file
+
+    rng = np.random.default_rng(1)
+    groups = [(f"I remember a book {i}", POS[i % 4], list(rng.choice(NEG, 2, replace=False))) for i in range(8)]
+    start = load_file(str(tiny_bert / "model.safetensors"))
+    moved = {}
+    for name, head_lr in (("same", None), ("fast", 1e-2)):
+        out = train_cross_encoder(groups, tmp_path / name, base_model=tiny_bert, batch_queries=4, lr=1e-4,
+                                  max_length=64, max_query_tokens=16, show_progress_bar=False, head_lr=head_lr,
+                                  warmup_ratio=0.0)
+        w = load_file(str(out / "model.safetensors"))
+        moved[name] = float((w["classifier.weight"] - start["classifier.weight"]).abs().max())
+        assert CrossEncoderModel(out).training().get("head_lr") == head_lr
+    assert moved["fast"] > 10 * moved["same"]

@@ -140,3 +140,13 @@ def test_an_ablation_reencodes_nothing(tmp_path):
     second = dense(topics)
     assert memo.misses == misses
     pd.testing.assert_frame_equal(first, second)
+
+
+def test_one_model_in_memory_however_it_is_spelled():
+    # an alias, the hub name and the default are one loaded encoder (one copy of the weights, one query memo)
+    from pyterrier_tot.models import DEFAULT_MODEL, canonical_model
+
+    assert load_biencoder("minilm") is load_biencoder() is load_biencoder("All-MiniLM-L6-v2")
+    assert load_biencoder(DEFAULT_MODEL) is load_biencoder()
+    assert canonical_model("mpnet") == "sentence-transformers/all-mpnet-base-v2"
+    assert load_biencoder("minilm", precision="bf16") is not load_biencoder("minilm")

@@ -15,8 +15,10 @@ softmax cross-entropy of the gold book within the group. A trained model is an a
 tokenizer (safetensors weights) plus ``pt_meta.json`` and the training details.
 
 The reranker re-scores the top ``k`` rows of each query by incoming score; rows below ``k`` keep their order
-under the re-ranked block. The query is cut to ``max_query_tokens`` word pieces so the book always gets the
-rest of ``max_length``.
+under the re-ranked block. ``alpha`` < 1 mixes the two views of the block: ``alpha * minmax(cross-encoder) +
+(1 - alpha) * minmax(incoming score)`` per query, so a first stage that is usually right keeps a say
+(``benchmarks/second_stage.py`` chooses k and alpha on a tuning slice). The query is cut to
+``max_query_tokens`` word pieces so the book always gets the rest of ``max_length``.
 """
 from __future__ import annotations
 
@@ -36,14 +38,15 @@ from pyterrier_tot._artifact import ToTArtifact, artifact_path, building, read_m
 from pyterrier_tot._util import cache_dir
 from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.bars import quiet_loading
-from pyterrier_tot.policy import check_index, check_int
+from pyterrier_tot.normalise import normalise_scores
+from pyterrier_tot.policy import check_index, check_int, check_number
 from pyterrier_tot.rerank._topk import rerank_top_k
 
 #: A training group: query text, gold book text, negative book texts.
 Group = Tuple[str, str, Sequence[str]]
 TRAINING_FILE = "pyterrier_tot_training.json"
 DEFAULTS = dict(epochs=1, batch_queries=4, max_length=256, max_query_tokens=128, lr=3e-5, warmup_ratio=0.1,
-                seed=42)
+                seed=42, head_lr=None)
 
 
 class CrossEncoderModel(ToTArtifact):
@@ -106,11 +109,13 @@ def train_cross_encoder(groups: Sequence[Group], output_dir: Union[str, Path, No
                         max_query_tokens: int = DEFAULTS["max_query_tokens"], lr: float = DEFAULTS["lr"],
                         warmup_ratio: float = DEFAULTS["warmup_ratio"], max_steps: Optional[int] = None,
                         seed: int = DEFAULTS["seed"], show_progress_bar: bool = True,
-                        extra_metadata: Optional[dict] = None) -> Path:
+                        extra_metadata: Optional[dict] = None, head_lr: Optional[float] = DEFAULTS["head_lr"]) -> Path:
     """Train a cross-encoder on (query, gold text, negative texts) groups and save it as a
     :class:`CrossEncoderModel` folder (default under the library cache). ``base_model``: a BERT-family folder or
     name (default MiniLM, resolved offline; its head is initialised fresh). ``n_negatives`` (default: the
-    fewest any group has) negatives per group are used; ``max_steps`` caps the optimisation steps."""
+    fewest any group has) negatives per group are used; ``max_steps`` caps the optimisation steps. ``head_lr``: the
+    learning rate of the scoring head and the pooler in front of it (default ``lr``): the head starts random,
+    so a few hundred steps at an encoder's learning rate barely move it (the loss stays near chance)."""
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
 
@@ -132,7 +137,10 @@ def train_cross_encoder(groups: Sequence[Group], output_dir: Union[str, Path, No
     model.train()
     per_epoch = math.ceil(len(groups) / batch_queries)
     steps = min(max_steps, per_epoch) if max_steps else per_epoch
-    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    head = [p for n, p in model.named_parameters() if n.startswith(("classifier.", "bert.pooler.", "pooler."))]
+    ids = {id(p) for p in head}
+    body = [p for p in model.parameters() if id(p) not in ids]
+    opt = torch.optim.AdamW([{"params": body, "lr": lr}, {"params": head, "lr": head_lr or lr}])
     sched = get_linear_schedule_with_warmup(opt, int(math.ceil(warmup_ratio * steps * epochs)), steps * epochs)
     rng = random.Random(seed)
     losses, t0 = [], time.time()
@@ -159,7 +167,10 @@ def train_cross_encoder(groups: Sequence[Group], output_dir: Union[str, Path, No
     bar.close()
     seconds = time.time() - t0
     params = dict(epochs=epochs, batch_queries=batch_queries, n_negatives=n_neg, max_length=max_length,
-                  max_query_tokens=max_query_tokens, lr=lr, warmup_ratio=warmup_ratio, max_steps=max_steps, seed=seed)
+                  max_query_tokens=max_query_tokens, lr=lr, warmup_ratio=warmup_ratio, max_steps=max_steps, seed=seed,
+                  head_lr=head_lr)
+    if head_lr is None:  # models trained before the option keep their default folder
+        del params["head_lr"]
     key = hashlib.sha1(json.dumps([str(src), len(groups), params], sort_keys=True).encode()).hexdigest()[:8]
     out = Path(output_dir).expanduser() if output_dir else cache_dir() / "models" / f"cross-encoder-{key}"
     meta = {"base_model": str(base_model or "sentence-transformers/all-MiniLM-L6-v2"), "n_groups": len(groups),
@@ -192,12 +203,15 @@ class CrossEncoderReranker(pt.Transformer):
     :param k: rows per query re-scored (by incoming score); the rest stay below in their order.
     :param fields: book fields joined into the text (with an index).
     :param max_chars: characters of each book read (``None``: all; the tokenizer cuts at ``max_length``).
+    :param alpha: weight of the cross-encoder in the top ``k``: 1.0 (default) ranks them by its score alone,
+        smaller values mix in the incoming score (both min-max normalised per query), 0.0 keeps the incoming order.
     """
 
     def __init__(self, model, index=None, k: int = 100, fields: Union[str, Sequence[str]] = ("title", "text"),
                  max_chars: Optional[int] = 2000, batch_size: int = 32, max_length: Optional[int] = None,
-                 max_query_tokens: Optional[int] = None, device: str = "cpu"):
+                 max_query_tokens: Optional[int] = None, device: str = "cpu", alpha: float = 1.0):
         k = check_int(k, "k", "CrossEncoderReranker")
+        self.alpha = float(check_number(alpha, "alpha", "CrossEncoderReranker", low=0.0, high=1.0))
         if index is not None:
             check_index(index, "CrossEncoderReranker")
         self.model = model if isinstance(model, CrossEncoderModel) else CrossEncoderModel(str(model))
@@ -224,13 +238,19 @@ class CrossEncoderReranker(pt.Transformer):
         else:
             text = block["text"]
         text = text.fillna("").astype(str).tolist()
-        return score_pairs(*self._net, frame["query"].astype(str).tolist(), text, self.batch_size,
-                           self.max_length, self.max_query_tokens)
+        ce = score_pairs(*self._net, frame["query"].astype(str).tolist(), text, self.batch_size,
+                         self.max_length, self.max_query_tokens)
+        if self.alpha == 1.0:
+            return ce
+        mine = normalise_scores(frame.assign(score=ce), "minmax").to_numpy()
+        first = normalise_scores(block[["qid", "score"]], "minmax").to_numpy()
+        return self.alpha * mine + (1.0 - self.alpha) * first
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         needs = ["query", "score"] if self.index is not None else ["query", "score", "text"]
         return rerank_top_k(self, inp, self.k, self.index, needs, f"needs a result frame with {needs}", self._scores)
 
     def __repr__(self):
-        return (f"CrossEncoderReranker({Path(str(self.model.path)).name!r}, k={self.k}, "
+        mix = f", alpha={self.alpha:g}" if self.alpha != 1.0 else ""
+        return (f"CrossEncoderReranker({Path(str(self.model.path)).name!r}, k={self.k}{mix}, "
                 f"max_length={self.max_length}, fields={'+'.join(self.fields)})")

@@ -1,0 +1,58 @@
+"""The recipe's second stage (issue 31.4): a cross-encoder trained from the recipe's base on the recipe's own near
+misses. Its negatives come from the miner's top ``depth`` of the training queries outside the tuning slice, never
+the gold book; the model is an artifact cached under a name that says how it was trained, and re-ranks."""
+import json
+
+import pandas as pd
+import pytest
+from conftest import TINY_BOOKS
+from test_bases import TinyDataset
+
+from pyterrier_tot.decomposition import recipe, second_stage
+from pyterrier_tot.index import BookIndex
+from pyterrier_tot.rerank.cross_encoder import CrossEncoderReranker
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    return BookIndex(pd.DataFrame(TINY_BOOKS), path=tmp_path_factory.mktemp("second_stage_index"))
+
+
+def test_groups_are_the_miners_near_misses_on_the_training_rest(index):
+    ds = TinyDataset()
+    miner = index.dense()
+    groups = second_stage.recipe_groups(ds, index, miner, n_negatives=2, depth=3, n=4)
+    rest, qrels = recipe.train_data(ds, "rest", 4)
+    tuning, _ = recipe.train_data(ds, "tuning", 4)
+    assert groups and len(groups) <= len(rest)
+    assert not {q for q, _, _ in groups} & set(tuning["query"]) - set(rest["query"])
+    top = (miner % 3)(rest).merge(rest[["qid"]], on="qid")
+    title = {b["docno"]: b["title"] for b in TINY_BOOKS}
+    gold = rest.merge(qrels, on="qid").groupby("query")["docno"].agg(set).to_dict()
+    top_of = top.groupby("query")["docno"].agg(set).to_dict()
+    for query, positive, negatives in groups:
+        assert len(negatives) == 2
+        assert any(positive.startswith(title[d]) for d in gold[query])
+        for neg in negatives:
+            docno = next(d for d, t in title.items() if neg.startswith(t))
+            assert docno in top_of[query] and docno not in gold[query]
+
+
+def test_recipe_cross_encoder_trains_from_the_base_and_is_cached(index, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
+    ds = TinyDataset()
+    kw = dict(pipeline=index.dense(), n=4, train_settings=dict(max_steps=1, batch_size=4, max_seq_length=32),
+              n_negatives=1, mine_depth=3, max_steps=1, max_length=64, max_query_tokens=16, verbose=False)
+    assert second_stage.recipe_cross_encoder(ds, index, train=False, **kw) is None
+    path = second_stage.recipe_cross_encoder(ds, index, **kw)
+    base = recipe.fine_tuned_bases(ds, index, train=False, n=4, verbose=False, **kw["train_settings"])["dense_ft"]
+    assert path == str(second_stage.model_dir(base, n_negatives=1, mine_depth=3, max_steps=1, max_length=64,
+                                              max_query_tokens=16))
+    info = json.loads((tmp_path / "models" / path.rsplit("/", 1)[-1] / "pyterrier_tot_training.json").read_text())
+    assert info["init"] == str(base) and info["mined_from"] == "recipe top 3" and info["steps"] == 1
+    assert second_stage.recipe_cross_encoder(ds, index, train=False, **kw) == path      # cached, not retrained
+    res = (index.bm25() % 4)(pd.DataFrame({"qid": ["q"], "query": ["a dragon and the moon"]}))
+    out = CrossEncoderReranker(path, index, k=3, alpha=0.5)(res)
+    assert len(out) == len(res) and sorted(out["rank"]) == list(range(len(res)))
+    with pytest.raises(ValueError, match="unknown settings"):
+        second_stage.recipe_cross_encoder(ds, index, epoch=2)
