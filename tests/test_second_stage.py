@@ -56,3 +56,5 @@ def test_recipe_cross_encoder_trains_from_the_base_and_is_cached(index, tmp_path
     assert len(out) == len(res) and sorted(out["rank"]) == list(range(len(res)))
     with pytest.raises(ValueError, match="unknown settings"):
         second_stage.recipe_cross_encoder(ds, index, epoch=2)
+    with pytest.raises(ValueError, match="one model"):
+        second_stage.recipe_cross_encoder(ds, index, base=["minilm", "mpnet"])

@@ -73,6 +73,8 @@ def recipe_cross_encoder(dataset, index=None, base: str = "minilm", train: bool 
     if unknown:
         raise ValueError(f"recipe_cross_encoder: unknown settings {sorted(unknown)}; expected some of "
                          f"{sorted(SETTINGS)}")
+    if len(recipe.as_bases(base)) != 1:
+        raise ValueError(f"recipe_cross_encoder: base must name one model (the encoder it starts from), not {base!r}")
     s = {**SETTINGS, **settings}
     index = index if index is not None else BookIndex(dataset)
     folder = recipe.fine_tuned_bases(dataset, index, base, train=train, verbose=verbose, n=n,
