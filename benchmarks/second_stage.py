@@ -88,16 +88,17 @@ def evaluate(runs: dict, topics, qrels, baseline: str) -> list:
 
 
 def main():
+    S = second_stage.SETTINGS  # the library's defaults are the benchmark's
     ap = argparse.ArgumentParser()
-    ap.add_argument("--negatives", type=int, default=3)
-    ap.add_argument("--mine-depth", type=int, default=20)
-    ap.add_argument("--epochs", type=int, default=1)
-    ap.add_argument("--lr", type=float, default=second_stage.SETTINGS["lr"])
-    ap.add_argument("--head-lr", type=float, default=second_stage.SETTINGS["head_lr"],
+    ap.add_argument("--negatives", type=int, default=S["n_negatives"])
+    ap.add_argument("--mine-depth", type=int, default=S["mine_depth"])
+    ap.add_argument("--epochs", type=int, default=S["epochs"])
+    ap.add_argument("--lr", type=float, default=S["lr"])
+    ap.add_argument("--head-lr", type=float, default=S["head_lr"],
                     help="learning rate of the new scoring head (0: the encoder's)")
-    ap.add_argument("--batch-queries", type=int, default=4)
-    ap.add_argument("--max-length", type=int, default=320)
-    ap.add_argument("--query-tokens", type=int, default=160)
+    ap.add_argument("--batch-queries", type=int, default=S["batch_queries"])
+    ap.add_argument("--max-length", type=int, default=S["max_length"])
+    ap.add_argument("--query-tokens", type=int, default=S["max_query_tokens"])
     ap.add_argument("--ks", type=int, nargs="+", default=[10, 20])
     ap.add_argument("--render", action="store_true")
     ap.add_argument("--smoke", type=int, default=0, help="check the code path on N queries a split; writes nothing")
