@@ -33,7 +33,7 @@ from ir_measures import RR, R, nDCG  # noqa: E402
 import pyterrier_tot as ptt  # noqa: E402
 from pyterrier_tot.decomposition import recipe  # noqa: E402
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser  # noqa: E402
-from pyterrier_tot.normalise import normalise_scores  # noqa: E402
+from pyterrier_tot.normalise import mix_scores  # noqa: E402
 
 warnings.filterwarnings("ignore")
 NAME = "strong_retrievers"
@@ -82,9 +82,7 @@ def interpolate(run: pd.DataFrame, ce: pd.DataFrame, k: int, alpha: float) -> pd
     top = run[run["rank"] < k].merge(ce, on=["qid", "docno"], how="left")
     if top["ce"].isna().any():
         raise RuntimeError("cross-encoder scores missing for some top-k rows")
-    first = normalise_scores(top, "minmax").to_numpy()
-    cen = normalise_scores(top.assign(score=top["ce"]), "minmax").to_numpy()
-    top["score"] = 10.0 + alpha * cen + (1 - alpha) * first
+    top["score"] = 10.0 + mix_scores(top, top["ce"], alpha)
     rest = run[run["rank"] >= k].copy()
     rest["score"] = rest.groupby("qid")["score"].rank(ascending=True) / 1e6  # below every re-ranked row
     return pt.model.add_ranks(pd.concat([top.drop(columns="ce"), rest], ignore_index=True))

@@ -49,6 +49,13 @@ def normalise_scores(df: pd.DataFrame, method: str = "minmax", column: str = "sc
     return 1.0 / (rr_k + rank)
 
 
+def mix_scores(df: pd.DataFrame, new, alpha: float, column: str = "score") -> np.ndarray:
+    """``alpha * minmax(new) + (1 - alpha) * minmax(df[column])``, each min-max within the ``qid`` of its row: a
+    second stage's scores ``new`` (one per row of ``df``) interpolated with the incoming ones on one scale."""
+    mine = normalise_scores(pd.DataFrame({"qid": df["qid"].to_numpy(), "score": np.asarray(new, dtype=float)}))
+    return alpha * mine.to_numpy() + (1.0 - alpha) * normalise_scores(df, "minmax", column).to_numpy()
+
+
 class Normalise(pt.Transformer):
     """Normalise the ``score`` column of a result frame within each query (see :func:`normalise_scores`)."""
 

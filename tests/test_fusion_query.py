@@ -105,3 +105,14 @@ def test_the_patch_is_installed_once():
     before = pt._ops.Sum.transform
     assert getattr(before, "_pyterrier_tot_keeps_queries", False)
     assert patch_pyterrier_sum() and pt._ops.Sum.transform is before
+
+
+def test_mix_scores_interpolates_min_max_per_query():
+    from pyterrier_tot.normalise import mix_scores
+
+    df = pd.DataFrame({"qid": ["1", "1", "1", "2", "2"], "score": [30.0, 20.0, 10.0, 0.9, 0.1]})
+    new = [0.0, 5.0, 10.0, 3.0, 3.0]                  # query 2: constant, so min-max gives 1.0 to both
+    got = mix_scores(df, new, 0.25)
+    want = [0.75 * 1.0, 0.25 * 0.5 + 0.75 * 0.5, 0.25 * 1.0, 0.25 + 0.75, 0.25 + 0.0]
+    assert got == pytest.approx(want)
+    assert mix_scores(df, new, 0.0) == pytest.approx([1.0, 0.5, 0.0, 1.0, 0.0])   # the incoming order alone

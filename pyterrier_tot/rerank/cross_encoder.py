@@ -38,7 +38,7 @@ from pyterrier_tot._artifact import ToTArtifact, artifact_path, building, read_m
 from pyterrier_tot._util import cache_dir
 from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.bars import quiet_loading
-from pyterrier_tot.normalise import normalise_scores
+from pyterrier_tot.normalise import mix_scores
 from pyterrier_tot.policy import check_index, check_int, check_number
 from pyterrier_tot.rerank._topk import rerank_top_k
 
@@ -242,9 +242,7 @@ class CrossEncoderReranker(pt.Transformer):
                          self.max_length, self.max_query_tokens)
         if self.alpha == 1.0:
             return ce
-        mine = normalise_scores(frame.assign(score=ce), "minmax").to_numpy()
-        first = normalise_scores(block[["qid", "score"]], "minmax").to_numpy()
-        return self.alpha * mine + (1.0 - self.alpha) * first
+        return mix_scores(block, ce, self.alpha)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         needs = ["query", "score"] if self.index is not None else ["query", "score", "text"]
