@@ -7,7 +7,7 @@ top ``k`` by ``alpha * minmax(cross-encoder) + (1 - alpha) * minmax(recipe)``.
 
 Protocol (nothing here reads validation before the last step):
 
-1. The recipe (``recipe.tuned_pipeline(ds)``, MiniLM base) ranks the training queries outside the tuning slice;
+1. The recipe (``recipe.tuned_pipeline(ds, base="minilm")``) ranks the training queries outside the tuning slice;
    its top ``--mine-depth`` books minus the gold book are each query's negatives (``--negatives`` drawn, seeded).
 2. ``train_cross_encoder`` on (query, gold, negatives) groups, listwise softmax loss, from the base's folder.
 3. ``k`` and ``alpha`` are chosen on the tuning slice (300 training queries) for the mean of
@@ -110,7 +110,7 @@ def main():
     ds = ptt.get_dataset("reddit-tomt-books")
     index = ptt.BookIndex(ds)
     base = recipe.fine_tuned_bases(ds, index, "minilm")["dense_ft"]
-    pipe = recipe.tuned_pipeline(ds, index)
+    pipe = recipe.tuned_pipeline(ds, index, base="minilm")
     wpath = recipe._weights_path(ds.name, index, {"dense_ft": base}, recipe.TUNING_QUERIES, recipe.TUNING_SEED,
                                  recipe.BASE_K, recipe.EXPERT_K)
     prec = recipe.encoding_precision("dense_ft")
@@ -135,7 +135,8 @@ def main():
             train_cross_encoder(groups[:8], out, base_model=base, n_negatives=args.negatives, max_steps=2,
                                 max_length=args.max_length, max_query_tokens=args.query_tokens)
     else:
-        out = Path(second_stage.recipe_cross_encoder(ds, index, pipeline=pipe, run=rest_run, **settings))
+        out = Path(second_stage.recipe_cross_encoder(ds, index, base="minilm", pipeline=pipe, run=rest_run,
+                                                       **settings))
     training = recipe.training_info(out)
     ce = CrossEncoderReranker(out, index, k=max(args.ks))
     timings: dict = {}

@@ -35,7 +35,7 @@ BEST_HYBRID = "RRF(BM25, dense MiniLM zero-shot)"
 def best_pipeline(ds, index):
     """The tuned decomposition pipeline when its fine-tuned base is cached (no training here), else BM25 + dense."""
     if fine_tuned_base(ds, train=False, verbose=False):
-        return BEST_TUNED, tuned_pipeline(ds, index, train=False, verbose=False)
+        return BEST_TUNED, tuned_pipeline(ds, index, train=False, verbose=False, base="minilm")
     return BEST_HYBRID, pta.fusion.RRFusion(index.bm25(), index.dense())
 
 

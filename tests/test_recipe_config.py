@@ -7,9 +7,12 @@ from pyterrier_tot.submission import example_config, load_config
 
 
 def test_the_shipped_config_is_the_recipe():
+    from pyterrier_tot.decomposition import recipe
+
     cfg = load_config(example_config("decomposition"))
     (spec,) = cfg.pipeline
     assert spec["stage"] == "tuned_pipeline"
+    assert spec.get("base", recipe.DEFAULT_BASE) == recipe.DEFAULT_BASE == "mpnet"   # tuned_pipeline(ds)'s base
     assert spec.get("fine_tuned", True) is True, "the shipped config must not be the zero-shot pipeline"
     assert spec.get("depth", 1000) == cfg.depth == 1000
 
@@ -24,10 +27,15 @@ def test_cli_run_reproduces_tuned_pipeline_on_the_sample(reddit, tmp_path, monke
     ds = ptt.get_dataset("reddit-tomt-books")
     topics, qrels = ds.get_topics("validation"), ds.get_qrels("validation")
     out = tmp_path / "recipe.run"
-    assert main(["run", "decomposition", "--split", "validation", "-o", str(out)]) == 0
+    # the shipped config with MiniLM as the base (mpnet's weights are not part of the test environment)
+    config = tmp_path / "decomposition.toml"
+    shipped = example_config("decomposition").read_text()
+    assert 'base = "mpnet"' in shipped
+    config.write_text(shipped.replace('base = "mpnet"', 'base = "minilm"'))
+    assert main(["run", str(config), "--split", "validation", "-o", str(out)]) == 0
     run = pd.read_csv(out, sep=r"\s+", header=None, names=["qid", "Q0", "docno", "rank", "score", "tag"],
                       dtype={"qid": str, "docno": str})
-    dp = ptt.tuned_pipeline(ds, verbose=False)
+    dp = ptt.tuned_pipeline(ds, verbose=False, base="minilm")
     assert "dense_ft" in dp.experts            # the fine-tuned base, as the config says
     mine = dp(topics)
     assert run.groupby("qid").size().eq(mine.groupby("qid").size()).all()
@@ -43,3 +51,22 @@ def test_cli_run_reproduces_tuned_pipeline_on_the_sample(reddit, tmp_path, monke
 
 def pt_from(run):
     return run[["qid", "docno", "score"]].astype({"score": float})
+
+
+def test_the_default_base_is_mpnet_and_never_falls_back(reddit, tmp_path, monkeypatch):
+    """Without mpnet's weights offline, tuned_pipeline(ds) stops with the command that fetches them: it never
+    quietly trains or uses MiniLM under the recommended recipe's name. With train=False it warns."""
+    import pyterrier_tot as ptt
+    from pyterrier_tot import models
+    from pyterrier_tot.errors import ModelUnavailableError
+
+    monkeypatch.setenv("PYTERRIER_TOT_SAMPLE", "30")
+    monkeypatch.setenv("PYTERRIER_TOT_MPNET", str(tmp_path / "no-such-model"))
+    monkeypatch.setattr(models, "_in_hf_cache", lambda name: False)     # whatever this machine has cached
+    monkeypatch.setattr(models, "hub_reachable", lambda *a, **k: False)
+    ds = ptt.get_dataset("reddit-tomt-books")
+    with pytest.raises(ModelUnavailableError, match="fetch_models"):
+        ptt.tuned_pipeline(ds, verbose=False, k=3, expert_k=2)
+    with pytest.warns(UserWarning, match=r"\['mpnet'\] are not trained and train=False"):
+        dp = ptt.tuned_pipeline(ds, verbose=False, train=False, k=3, expert_k=2)
+    assert not any(name.startswith("dense_ft") for name in dp.experts)

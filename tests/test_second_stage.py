@@ -41,11 +41,13 @@ def test_groups_are_the_miners_near_misses_on_the_training_rest(index):
 def test_recipe_cross_encoder_trains_from_the_base_and_is_cached(index, tmp_path, monkeypatch):
     monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
     ds = TinyDataset()
-    kw = dict(pipeline=index.dense(), n=4, train_settings=dict(max_steps=1, batch_size=4, max_seq_length=32),
+    kw = dict(base="minilm", pipeline=index.dense(), n=4,
+              train_settings=dict(max_steps=1, batch_size=4, max_seq_length=32),
               n_negatives=1, mine_depth=3, max_steps=1, max_length=64, max_query_tokens=16, verbose=False)
     assert second_stage.recipe_cross_encoder(ds, index, train=False, **kw) is None
     path = second_stage.recipe_cross_encoder(ds, index, **kw)
-    base = recipe.fine_tuned_bases(ds, index, train=False, n=4, verbose=False, **kw["train_settings"])["dense_ft"]
+    base = recipe.fine_tuned_bases(ds, index, "minilm", train=False, n=4, verbose=False,
+                                   **kw["train_settings"])["dense_ft"]
     assert path == str(second_stage.model_dir(base, n_negatives=1, mine_depth=3, max_steps=1, max_length=64,
                                               max_query_tokens=16))
     info = json.loads((tmp_path / "models" / path.rsplit("/", 1)[-1] / "pyterrier_tot_training.json").read_text())
@@ -55,6 +57,6 @@ def test_recipe_cross_encoder_trains_from_the_base_and_is_cached(index, tmp_path
     out = CrossEncoderReranker(path, index, k=3, alpha=0.5)(res)
     assert len(out) == len(res) and sorted(out["rank"]) == list(range(len(res)))
     with pytest.raises(ValueError, match="unknown settings"):
-        second_stage.recipe_cross_encoder(ds, index, epoch=2)
+        second_stage.recipe_cross_encoder(ds, index, base="minilm", epoch=2)
     with pytest.raises(ValueError, match="one model"):
         second_stage.recipe_cross_encoder(ds, index, base=["minilm", "mpnet"])

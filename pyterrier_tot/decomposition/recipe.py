@@ -1,18 +1,19 @@
 """The decomposition pipeline as the benchmark and the demo build it: a ready, offline pipeline in one call.
 
     from pyterrier_tot.decomposition.recipe import tuned_pipeline
-    dp = tuned_pipeline(ptt.get_dataset("reddit-tomt-books"))   # trains / fits on first use, cached afterwards
+    dp = tuned_pipeline(ptt.get_dataset("reddit-tomt-books"))   # fine-tuned mpnet base; trains once, then cached
     dp(ds.get_topics("validation"))
-    strong = tuned_pipeline(ds, base=["minilm", "mpnet"])      # two fine-tuned bases fused (see bases.py)
+    fast = tuned_pipeline(ds, base="minilm")                   # the fast base (make demo's): minutes on a CPU
 
 The procedure (the numbers in ``benchmarks/results/decomposition_pipeline.md`` and ``bases.md`` come from it):
 
 1. :func:`~pyterrier_tot.decomposition.protocol.tuning_split`: 300 training queries
    (``train.sample(300, random_state=0)``) are set aside. Fuser weights and other choices are fitted on them;
    nothing is trained on them.
-2. :func:`~pyterrier_tot.decomposition.bases.fine_tuned_base`: each base model (MiniLM by default, mpnet, or
-   both) is fine-tuned as a base retriever on the *other* training queries (full query → gold title + text). The
-   models are cached under ``cache_dir()/models`` and reused; a folder without a complete model counts as absent.
+2. :func:`~pyterrier_tot.decomposition.bases.fine_tuned_base`: each base model (:data:`DEFAULT_BASE`, mpnet, by
+   default; MiniLM; or both) is fine-tuned as a base retriever on the *other* training queries (full query → gold
+   title + text). The models are cached under ``cache_dir()/models`` and reused; a folder without a complete
+   model counts as absent.
 3. :func:`recipe_experts`: the fine-tuned dense bases, zero-shot dense and BM25 on the full query, dense + BM25
    title experts and a dense plot expert on the rule clues, and the date expert. With several bases, the
    candidates are the top ``k`` of the sum of their scores.
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
@@ -142,16 +144,32 @@ def fine_tuned_models(fine_tuned: FineTuned) -> Dict[str, str]:
     return {"dense_ft": as_path(fine_tuned)}
 
 
-def fine_tuned_bases(dataset, index=None, base: Union[str, Sequence[str]] = "minilm", train: bool = True,
+#: The base :func:`tuned_pipeline` fine-tunes when none is named: the one we recommend. On Reddit-TOMT validation its
+#: recipe has R@5 .670 / MRR .585 against MiniLM's .627 / .521 (``benchmarks/results/recipe_depth.md``), and the
+#: recipes before issue 31 had BIRCO dev nDCG@10 .514 against .415 (``bases.md``); it costs more: a 420 MB model,
+#: 28-64 minutes of training on two CPU cores in fp32 (~14 where bf16 is native) against MiniLM's ~19, and 2-3x the
+#: encoding time. ``make demo`` passes ``base="minilm"`` for its first run and says so.
+DEFAULT_BASE = "mpnet"
+
+
+def fine_tuned_bases(dataset, index=None, base: Union[str, Sequence[str]] = DEFAULT_BASE, train: bool = True,
                      verbose: bool = True, **settings) -> Dict[str, str]:
     """{expert name: model folder} of the recipe's fine-tuned ``base`` model(s) (see :func:`base_expert_name`),
-    trained when missing (``train=False``: the missing ones are left out). ``settings`` go to every
+    trained when missing (``train=False``: the missing ones are left out, with a warning naming them: a pipeline
+    without them is not the recipe). ``settings`` go to every
     :func:`~pyterrier_tot.decomposition.bases.fine_tuned_base` call."""
-    found = {}
+    found, missing = {}, []
     for model in as_bases(base):
         path = fine_tuned_base(dataset, train=train, verbose=verbose, model=model, index=index, **settings)
         if path is not None:
             found[base_expert_name(model)] = path
+        else:
+            missing.append(model)
+    if missing:
+        rest = f"the pipeline is built on {sorted(found)} alone" if found else "the pipeline falls back to the " \
+            "zero-shot MiniLM base"
+        warnings.warn(f"fine-tuned base(s) {missing} are not trained and train=False: {rest}; its numbers are not "
+                      "the recipe's (train=True trains them once)", stacklevel=3)
     return found
 
 
@@ -306,12 +324,14 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
                    k: int = BASE_K, expert_k: int = EXPERT_K, refit: bool = False,
                    verbose: bool = True,
                    extra_experts: Optional[Dict[str, pt.Transformer]] = None,
-                   base: Union[str, Sequence[str]] = "minilm",
+                   base: Union[str, Sequence[str]] = DEFAULT_BASE,
                    train_settings: Optional[dict] = None, n: int = TUNING_QUERIES,
                    depth: Optional[int] = DEPTH) -> DecompositionPipeline:
     """The recipe's decomposition pipeline over ``dataset`` (a ToT dataset with train topics and qrels), ready to
     run: fine-tuned base(s) (``True``: get or train ``base``, one model name or a list such as
-    ``["minilm", "mpnet"]``; a path: that model; {expert name: path}; ``False``/``None``: zero-shot MiniLM),
+    ``["minilm", "mpnet"]``; default :data:`DEFAULT_BASE`, mpnet, which offline needs
+    ``benchmarks/fetch_models.py mpnet`` first; ``base="minilm"`` is the fast one; a path: that model;
+    {expert name: path}; ``False``/``None``: zero-shot MiniLM),
     rule clues (or ``decomposer``), weights fitted on the tuning slice. Offline; cached after the first call.
     ``train_settings``: overrides for the base training (e.g. ``{"max_steps": 2}``; see
     :func:`~pyterrier_tot.decomposition.bases.base_settings`). ``extra_experts``: name → scorer-mode expert

@@ -5,8 +5,8 @@ recipe's top ``k``::
     from pyterrier_tot.decomposition import recipe, second_stage
     from pyterrier_tot.rerank.cross_encoder import CrossEncoderReranker
 
-    pipe = recipe.tuned_pipeline(ds, index)
-    ce = second_stage.recipe_cross_encoder(ds, index)        # trains once (about 35 min on 2 CPU cores), cached
+    pipe = recipe.tuned_pipeline(ds, index, base="minilm")
+    ce = second_stage.recipe_cross_encoder(ds, index, base="minilm")   # trains once (~35 min on 2 CPU cores)
     two = pipe >> CrossEncoderReranker(ce, index, k=20, alpha=0.3)
 
 Training data: the training queries outside the tuning slice (what the base learned from too), each with its gold
@@ -57,14 +57,14 @@ def recipe_groups(dataset, index, pipeline: pt.Transformer, n_negatives: int = S
     return [(ex[0], ex[1], list(ex[2:])) for ex in examples]
 
 
-def recipe_cross_encoder(dataset, index=None, base: str = "minilm", train: bool = True, verbose: bool = True,
+def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train: bool = True, verbose: bool = True,
                          pipeline: Optional[pt.Transformer] = None, run=None, n: int = TUNING_QUERIES,
                          train_settings: Optional[dict] = None, **settings) -> Optional[str]:
-    """The folder of the recipe's cross-encoder over ``dataset`` (trained when missing; ``train=False``: ``None``
-    when not cached). ``base``: the recipe's base model name (``train_settings``: overrides for its training, as
-    in ``tuned_pipeline``); ``pipeline``: the recipe to mine with (default ``tuned_pipeline(dataset, index,
-    base=base)``); ``run``: its ranking of the training queries, when already computed; ``n``: the tuning slice's
-    size; ``settings``: overrides of :data:`SETTINGS`."""
+    """The folder of the recipe's cross-encoder over ``dataset`` (trained when missing; ``train=False``: ``None`` when
+    not cached). ``base``: the recipe's base model name (default ``recipe.DEFAULT_BASE``; ``train_settings``:
+    overrides for its training, as in ``tuned_pipeline``); ``pipeline``: the recipe to mine with (default
+    ``tuned_pipeline(dataset, index, base=base)``); ``run``: its ranking of the training queries, when already
+    computed; ``n``: the tuning slice's size; ``settings``: overrides of :data:`SETTINGS`."""
     from pyterrier_tot.decomposition import recipe
     from pyterrier_tot.index import BookIndex
     from pyterrier_tot.rerank.cross_encoder import train_cross_encoder
@@ -73,6 +73,7 @@ def recipe_cross_encoder(dataset, index=None, base: str = "minilm", train: bool 
     if unknown:
         raise ValueError(f"recipe_cross_encoder: unknown settings {sorted(unknown)}; expected some of "
                          f"{sorted(SETTINGS)}")
+    base = recipe.DEFAULT_BASE if base is None else base
     if len(recipe.as_bases(base)) != 1:
         raise ValueError(f"recipe_cross_encoder: base must name one model (the encoder it starts from), not {base!r}")
     s = {**SETTINGS, **settings}
