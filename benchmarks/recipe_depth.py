@@ -162,7 +162,11 @@ def main():
     ap.add_argument("--birco-bases", nargs="+", default=None,
                     help="the bases also run on BIRCO dev (default: all of --bases; mpnet encodes its corpus slowly)")
     ap.add_argument("--render", action="store_true")
+    ap.add_argument("--name", default=NAME, help="the results' file stem, e.g. recipe_depth_mpnet for a run of one "
+                    "base (its rows, runs cache and plot apart from the committed recipe_depth.*)")
     args = ap.parse_args()
+    global NAME, WORK
+    NAME, WORK = args.name, _common.WORK / args.name
     if args.render:
         _common.rerender(NAME, markdown)
         return

@@ -4,7 +4,8 @@
     # writes benchmarks/results/title_naming.{json,md}
 
 Systems, all on the same queries in one run: BM25 (title + text, the baseline of the p-values); the best pipeline
-(``ptt.tuned_pipeline`` when its fine-tuned base is cached, else RRF of BM25 and zero-shot dense MiniLM);
+(``ptt.tuned_pipeline(ds, base="minilm")`` when its fine-tuned base is cached, else RRF of BM25 and zero-shot
+dense MiniLM);
 ``TitleNamer`` alone; the best pipeline and the namer fused by reciprocal rank (``pyterrier_alpha.fusion``); and
 ``ListwiseReranker`` (window 10, step 5) on the fused top 20. Each system runs once (timed); the metrics come from
 ``ptt.tot_experiment`` over the saved runs. The LLM answers are cached in ``benchmarks/.work`` so a rerun resumes.

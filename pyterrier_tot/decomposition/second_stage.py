@@ -26,7 +26,7 @@ from pyterrier_tot._util import cache_dir
 from pyterrier_tot.decomposition.protocol import TUNING_QUERIES, complete_model, dataset_tag, train_data
 
 #: How the recipe's cross-encoder is trained (``recipe_cross_encoder``'s defaults; ``max_steps`` None: whole
-#: epochs).
+#: epochs). Chosen and timed on the MiniLM base (``benchmarks/second_stage.py``); not tried from mpnet.
 SETTINGS = dict(n_negatives=3, mine_depth=20, epochs=1, lr=5e-5, head_lr=1e-3, batch_queries=4, max_length=320,
                 max_query_tokens=160, max_steps=None)
 
