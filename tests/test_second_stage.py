@@ -2,6 +2,7 @@
 misses. Its negatives come from the miner's top ``depth`` of the training queries outside the tuning slice, never
 the gold book; the model is an artifact cached under a name that says how it was trained, and re-ranks."""
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -60,3 +61,30 @@ def test_recipe_cross_encoder_trains_from_the_base_and_is_cached(index, tmp_path
         second_stage.recipe_cross_encoder(ds, index, base="minilm", epoch=2)
     with pytest.raises(ValueError, match="one model"):
         second_stage.recipe_cross_encoder(ds, index, base=["minilm", "mpnet"])
+
+
+def test_fine_tuned_cross_encoder_names_every_training_setting(tmp_path, monkeypatch):
+    """A cross-encoder trained with head_lr (or any other setting) lives in its own folder: the one trained without
+    it is never handed back for it, nor the other way round."""
+    from types import SimpleNamespace
+
+    from pyterrier_tot.rerank import cross_encoder
+
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
+    made = []
+
+    def fake_train(groups, out, **kw):
+        (tmp_path / "models" / Path(out).name).mkdir(parents=True)
+        (Path(out) / "pt_meta.json").write_text("{}")
+        made.append((Path(out).name, kw.get("head_lr")))
+        return out
+
+    monkeypatch.setattr(cross_encoder, "train_cross_encoder", fake_train)
+    monkeypatch.setattr(recipe, "cross_encoder_groups", lambda *a, **k: [("q", "gold", ["other"])])
+    ds = SimpleNamespace(name="tiny")
+    plain = recipe.fine_tuned_cross_encoder(ds, index=object(), verbose=False)
+    head = recipe.fine_tuned_cross_encoder(ds, index=object(), head_lr=1e-3, verbose=False)
+    assert head != plain and head.endswith("-headlr0.001") and "headlr" not in plain
+    assert recipe.fine_tuned_cross_encoder(ds, index=object(), verbose=False, train=False) == plain
+    assert recipe.fine_tuned_cross_encoder(ds, index=object(), head_lr=1e-3, verbose=False) == head
+    assert [h for _, h in made] == [None, 1e-3]                      # each trained once

@@ -109,13 +109,19 @@ def fine_tuned_cross_encoder(dataset, index=None, n_negatives: int = CE_NEGATIVE
                              **train_kwargs) -> Optional[str]:
     """The recipe's cross-encoder (MiniLM weights, new head) trained on the training queries outside the tuning
     slice with mined negatives; cached as an artifact (``train=False``: ``None`` when not cached). The default
-    ``max_steps`` is the CPU budget: with ``batch_queries`` 4 that is 400 of the 1,553 queries."""
+    ``max_steps`` is the CPU budget: with ``batch_queries`` 4 that is 400 of the 1,553 queries. Every setting in
+    ``train_kwargs`` (``lr``, ``head_lr``, ``epochs``, ...) is part of the folder's name, so a model trained one way
+    is never reused as another."""
     from pyterrier_tot.index import BookIndex
     from pyterrier_tot.rerank.cross_encoder import train_cross_encoder
 
     tag = "reddit" if dataset.name == "reddit-tomt-books" else dataset.name
     batch = train_kwargs.get("batch_queries", 4)
     lr = f"-lr{train_kwargs['lr']:g}" if "lr" in train_kwargs else ""
+    # the other settings after the name older runs used (so their models keep it)
+    lr += "".join(f"-{k.replace('_', '')}{v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool)
+                  else f"-{k.replace('_', '')}{v}" for k, v in sorted(train_kwargs.items())
+                  if k not in ("lr", "batch_queries") and v is not None)
     out = cache_dir() / "models" / (f"ce-minilm-{tag}-train-minus-fit{n}-neg{n_negatives}-L{max_length}"
                                     f"-b{batch}-s{max_steps or 'epoch'}{lr}")
     if (out / "pt_meta.json").is_file():
