@@ -154,6 +154,11 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
     return {n: results[n] for n in runs}
 
 
+def _set_name(name: str) -> None:
+    global NAME, WORK
+    NAME, WORK = name, _common.WORK / name
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bases", nargs="+", default=["minilm", "mpnet"])
@@ -165,8 +170,7 @@ def main():
     ap.add_argument("--name", default=NAME, help="the results' file stem, e.g. recipe_depth_mpnet for a run of one "
                     "base (its rows, runs cache and plot apart from the committed recipe_depth.*)")
     args = ap.parse_args()
-    global NAME, WORK
-    NAME, WORK = args.name, _common.WORK / args.name
+    _set_name(args.name)
     if args.render:
         _common.rerender(NAME, markdown)
         return
