@@ -271,7 +271,8 @@ def markdown(p) -> str:
         lines.append(f"- {k.split('-')[0]}, {fit} fit on the {'old' if base == 'before' else 'current'} base: "
                      f"`{json.dumps(dict(zip(w['names'], w['weights'])))}` "
                      f"(objective {w.get('fit_metric')}: {w.get('fit_score') or 0:.3f} on the tuning slice)")
-    lines += ["", f"Total {p['seconds']} s. Re-render: `python benchmarks/recipe_depth.py --render`.", ""]
+    again = "" if NAME == "recipe_depth" else f" --name {NAME}"
+    lines += ["", f"Total {p['seconds']} s. Re-render: `python benchmarks/recipe_depth.py --render{again}`.", ""]
     return "\n".join(lines)
 
 
