@@ -117,11 +117,9 @@ def fine_tuned_cross_encoder(dataset, index=None, n_negatives: int = CE_NEGATIVE
 
     tag = "reddit" if dataset.name == "reddit-tomt-books" else dataset.name
     batch = train_kwargs.get("batch_queries", 4)
-    lr = f"-lr{train_kwargs['lr']:g}" if "lr" in train_kwargs else ""
-    # the other settings after the name older runs used (so their models keep it)
-    lr += "".join(f"-{k.replace('_', '')}{v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool)
-                  else f"-{k.replace('_', '')}{v}" for k, v in sorted(train_kwargs.items())
-                  if k not in ("lr", "batch_queries") and v is not None)
+    lr = f"-lr{train_kwargs['lr']:g}" if "lr" in train_kwargs else ""   # other settings follow the older name
+    lr += "".join(f"-{k.replace('_', '')}{v:g}" if isinstance(v, float) else f"-{k.replace('_', '')}{v}"
+                  for k, v in sorted(train_kwargs.items()) if k not in ("lr", "batch_queries") and v is not None)
     out = cache_dir() / "models" / (f"ce-minilm-{tag}-train-minus-fit{n}-neg{n_negatives}-L{max_length}"
                                     f"-b{batch}-s{max_steps or 'epoch'}{lr}")
     if (out / "pt_meta.json").is_file():
@@ -167,10 +165,8 @@ def fine_tuned_bases(dataset, index=None, base: Union[str, Sequence[str]] = DEFA
     found, missing = {}, []
     for model in as_bases(base):
         path = fine_tuned_base(dataset, train=train, verbose=verbose, model=model, index=index, **settings)
-        if path is not None:
-            found[base_expert_name(model)] = path
-        else:
-            missing.append(model)
+        found.update({base_expert_name(model): path} if path is not None else {})
+        missing += [] if path is not None else [model]
     if missing:
         rest = f"the pipeline is built on {sorted(found)} alone" if found else "the pipeline falls back to the " \
             "zero-shot MiniLM base"
