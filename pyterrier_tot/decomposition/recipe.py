@@ -117,11 +117,11 @@ def fine_tuned_cross_encoder(dataset, index=None, n_negatives: int = CE_NEGATIVE
 
     tag = "reddit" if dataset.name == "reddit-tomt-books" else dataset.name
     batch = train_kwargs.get("batch_queries", 4)
-    lr = f"-lr{train_kwargs['lr']:g}" if "lr" in train_kwargs else ""   # other settings follow the older name
-    lr += "".join(f"-{k.replace('_', '')}{v:g}" if isinstance(v, float) else f"-{k.replace('_', '')}{v}"
-                  for k, v in sorted(train_kwargs.items()) if k not in ("lr", "batch_queries") and v is not None)
+    tail = f"-lr{train_kwargs['lr']:g}" if "lr" in train_kwargs else ""   # other settings follow the older name
+    tail += "".join(f"-{k.replace('_', '')}{v:g}" if isinstance(v, float) else f"-{k.replace('_', '')}{v}"
+                    for k, v in sorted(train_kwargs.items()) if k not in ("lr", "batch_queries") and v is not None)
     out = cache_dir() / "models" / (f"ce-minilm-{tag}-train-minus-fit{n}-neg{n_negatives}-L{max_length}"
-                                    f"-b{batch}-s{max_steps or 'epoch'}{lr}")
+                                    f"-b{batch}-s{max_steps or 'epoch'}{tail}")
     if (out / "pt_meta.json").is_file():
         return str(out)
     if not train:
@@ -165,8 +165,10 @@ def fine_tuned_bases(dataset, index=None, base: Union[str, Sequence[str]] = DEFA
     found, missing = {}, []
     for model in as_bases(base):
         path = fine_tuned_base(dataset, train=train, verbose=verbose, model=model, index=index, **settings)
-        found.update({base_expert_name(model): path} if path is not None else {})
-        missing += [] if path is not None else [model]
+        if path is None:
+            missing.append(model)
+        else:
+            found[base_expert_name(model)] = path
     if missing:
         rest = f"the pipeline is built on {sorted(found)} alone" if found else "the pipeline falls back to the " \
             "zero-shot MiniLM base"
