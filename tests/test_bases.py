@@ -101,6 +101,19 @@ def test_epoch_checkpoints_recreate_their_epoch(pairs, tmp_path):
         train_biencoder(pairs, tmp_path / "bad", epochs=2, schedule_epochs=1)
 
 
+def test_training_device_moves_batches_and_is_recorded(pairs, tmp_path):
+    """``device=``: the model and every batch go there (a GPU run of benchmarks/base_grid_device.py trains this way);
+    "cpu:0" takes the path a GPU takes (batches moved, non-tensor features kept) and must train the same weights
+    as the plain CPU; the record names the device, the default is the CPU where torch sees no GPU."""
+    kw = dict(batch_size=4, max_steps=1, max_seq_length=32, lr=1e-4, show_progress_bar=False)
+    plain = train_biencoder(pairs, tmp_path / "plain", **kw)
+    moved = train_biencoder(pairs, tmp_path / "moved", device="cpu:0", **kw)
+    assert _same(_weights(plain), _weights(moved))
+    assert training_metadata(moved)["device"] == "cpu:0"
+    assert training_metadata(plain)["device"] == ("cpu" if not torch.cuda.is_available() else
+                                                  torch.cuda.get_device_name("cuda"))
+
+
 def test_bf16_autocast_trains_fp32_weights(pairs, tmp_path):
     out = train_biencoder(pairs, tmp_path / "amp", amp=True, batch_size=4, max_steps=1, max_seq_length=32, lr=1e-4,
                           show_progress_bar=False)
@@ -141,7 +154,7 @@ def test_amp_auto_follows_the_hardware(tmp_path, monkeypatch):
     for native in (False, True):
         monkeypatch.setattr(models, "native_bf16", lambda native=native: native)
         assert bases.base_settings("mpnet")["amp"] is native
-        assert bases.base_dir(TinyDataset(), "mpnet", 4).name.endswith(("-bf16-e1of1" if native else "-lr2e-05-e1of1"))
+        assert bases.base_dir(TinyDataset(), "mpnet", 4).name.endswith(("-bf16-e2of3" if native else "-lr3e-05-e2of3"))
         assert models.auto_precision() == ("bf16" if native else "fp32")
     assert models.auto_precision("fp32") == "fp32"
     with pytest.raises(ValueError, match="precision"):

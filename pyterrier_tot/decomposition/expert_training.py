@@ -228,11 +228,11 @@ class DistinctTextBatches:
 
 
 def _fit(model, loader, loss, epochs: int, steps: int, schedule_steps: int, warmup_steps: int, lr: float,
-         amp: bool, on_epoch: Callable[[int, float], None], desc: Optional[str]) -> None:
+         amp: bool, on_epoch: Callable[[int, float], None], desc: Optional[str], device: str = "cpu") -> None:
     """The optimisation loop of sentence-transformers' ``old_fit`` (AdamW, weight decay 0.01 except biases and
     LayerNorm, linear warm-up then decay over ``schedule_steps``, gradients clipped at norm 1), run for ``epochs``
     epochs of ``steps``; ``amp``: forward passes under bfloat16 autocast (weights and optimiser stay fp32).
-    ``on_epoch(e, mean_loss)`` runs after epoch ``e`` (1-based); ``desc``: the progress bar's label (None: no bar)."""
+    ``on_epoch(e, mean_loss)`` runs after epoch ``e`` (1-based); ``desc``: the bar's label (None: no bar)."""
     import torch
     import transformers
 
@@ -258,7 +258,9 @@ def _fit(model, loader, loss, epochs: int, steps: int, schedule_steps: int, warm
             except StopIteration:
                 batches = iter(loader)
                 features, labels = next(batches)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            if device != "cpu":
+                features = [{k: v.to(device) if hasattr(v, "to") else v for k, v in f.items()} for f in features]
+            with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=amp):
                 value = loss(features, labels)
             value.backward()
             torch.nn.utils.clip_grad_norm_(loss.parameters(), 1.0)
@@ -291,7 +293,8 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
                     warmup_ratio: float = DEFAULTS["warmup_ratio"], max_steps: Optional[int] = None,
                     seed: int = DEFAULTS["seed"], kind: str = "biencoder", show_progress_bar: bool = True,
                     extra_metadata: Optional[dict] = None, schedule_epochs: Optional[int] = None,
-                    epoch_dirs: Optional[Dict[int, Union[str, Path]]] = None, amp: bool = False) -> Path:
+                    epoch_dirs: Optional[Dict[int, Union[str, Path]]] = None, amp: bool = False,
+                    device: Optional[str] = None) -> Path:
     """Fine-tune ``base_model`` (default MiniLM, resolved offline; a fine-tuned folder continues its training)
     on (anchor, positive) pairs, or (anchor, positive, negative, ...) examples of one width, with
     MultipleNegativesRankingLoss (the extra texts are hard negatives beside the in-batch ones) and save it to
@@ -304,8 +307,8 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
     (about twice as fast on CPUs with AMX; weights stay fp32). Returns the output directory, loadable by
     :class:`~pyterrier_tot.decomposition.field_expert.FieldExpert` (``model=path``), ``BookIndex.dense(path)``,
     ``SentenceTransformer(path)`` or ``pt.Artifact.load(path)`` (a :class:`~pyterrier_tot.models.BiEncoderModel`).
-    Each folder appears only once complete; an existing model folder there is replaced.
-    """
+    Each folder appears only once complete; an existing model folder there is replaced. ``device``: where to
+    train (default a GPU when torch sees one); not in the folder's name, but in the training record."""
     import numpy as np
     import torch
     from sentence_transformers import InputExample, SentenceTransformer
@@ -343,8 +346,9 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
     # a fresh copy, never the cached instance of models.load_sentence_transformer (training mutates it)
     from pyterrier_tot.bars import quiet_loading
 
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     with quiet_loading():
-        model = SentenceTransformer(resolve_model(base_model), device="cpu")
+        model = SentenceTransformer(resolve_model(base_model), device=device)
     model.max_seq_length = max_seq_length
     loader = DistinctTextBatches([InputExample(texts=list(ex)) for ex in pairs], batch_size=batch_size)
     steps = len(loader) if not max_steps else min(max_steps, len(loader))
@@ -352,7 +356,8 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
     t0 = time.time()
     meta = {"kind": kind, "base_model": str(base_model or "sentence-transformers/all-MiniLM-L6-v2"),
             "n_pairs": len(pairs), "n_negatives": len(pairs[0]) - 2,
-            "loss": "MultipleNegativesRankingLoss", **params, **(extra_metadata or {})}
+            "loss": "MultipleNegativesRankingLoss", **params, **(extra_metadata or {}),
+            "device": torch.cuda.get_device_name(device) if device.startswith("cuda") else device}
     epoch_losses: List[float] = []
 
     def on_epoch(epoch: int, mean_loss: float) -> None:
@@ -366,7 +371,7 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
 
     _fit(model, loader, loss, epochs, steps, steps * schedule_epochs,
          int(math.ceil(warmup_ratio * steps * schedule_epochs)), lr, amp, on_epoch,
-         f"training {kind}" if show_progress_bar else None)
+         f"training {kind}" if show_progress_bar else None, device)
     return out
 
 

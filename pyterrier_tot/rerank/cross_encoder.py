@@ -109,13 +109,15 @@ def train_cross_encoder(groups: Sequence[Group], output_dir: Union[str, Path, No
                         max_query_tokens: int = DEFAULTS["max_query_tokens"], lr: float = DEFAULTS["lr"],
                         warmup_ratio: float = DEFAULTS["warmup_ratio"], max_steps: Optional[int] = None,
                         seed: int = DEFAULTS["seed"], show_progress_bar: bool = True,
-                        extra_metadata: Optional[dict] = None, head_lr: Optional[float] = DEFAULTS["head_lr"]) -> Path:
+                        extra_metadata: Optional[dict] = None, head_lr: Optional[float] = DEFAULTS["head_lr"],
+                        device: Optional[str] = None) -> Path:
     """Train a cross-encoder on (query, gold text, negative texts) groups and save it as a
     :class:`CrossEncoderModel` folder (default under the library cache). ``base_model``: a BERT-family folder or
     name (default MiniLM, resolved offline; its head is initialised fresh). ``n_negatives`` (default: the
     fewest any group has) negatives per group are used; ``max_steps`` caps the optimisation steps. ``head_lr``: the
     learning rate of the scoring head and the pooler in front of it (default ``lr``): the head starts random,
-    so a few hundred steps at an encoder's learning rate barely move it (the loss stays near chance)."""
+    so a few hundred steps at an encoder's learning rate barely move it (the loss stays near chance). ``device``:
+    where to train (default a GPU when torch sees one); not in the folder's name, but in the training record."""
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
 
@@ -134,7 +136,8 @@ def train_cross_encoder(groups: Sequence[Group], output_dir: Union[str, Path, No
     with quiet_loading():
         tok = AutoTokenizer.from_pretrained(str(src))
         model = AutoModelForSequenceClassification.from_pretrained(str(src), num_labels=1)
-    model.train()
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model.to(device).train()
     per_epoch = math.ceil(len(groups) / batch_queries)
     steps = min(max_steps, per_epoch) if max_steps else per_epoch
     head = [p for n, p in model.named_parameters() if n.startswith(("classifier.", "bert.pooler.", "pooler."))]
@@ -153,10 +156,10 @@ def train_cross_encoder(groups: Sequence[Group], output_dir: Union[str, Path, No
             batch = [groups[i] for i in order[step * batch_queries:(step + 1) * batch_queries]]
             queries = [q for q, _, negs in batch for _ in range(1 + len(negs))]
             docs = [d for _, p, negs in batch for d in [p, *negs]]
-            enc = _encode(tok, queries, docs, max_length, max_query_tokens)
+            enc = {k: v.to(device) for k, v in _encode(tok, queries, docs, max_length, max_query_tokens).items()}
             logits = model(**enc).logits.reshape(len(batch), 1 + n_neg)
             # the gold book is column 0 of every group
-            loss = torch.nn.functional.cross_entropy(logits, torch.zeros(len(batch), dtype=torch.long))
+            loss = torch.nn.functional.cross_entropy(logits, torch.zeros(len(batch), dtype=torch.long, device=device))
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
@@ -175,7 +178,8 @@ def train_cross_encoder(groups: Sequence[Group], output_dir: Union[str, Path, No
     out = Path(output_dir).expanduser() if output_dir else cache_dir() / "models" / f"cross-encoder-{key}"
     meta = {"base_model": str(base_model or "sentence-transformers/all-MiniLM-L6-v2"), "n_groups": len(groups),
             "steps": steps * epochs, "seconds": round(seconds, 1), "loss": "listwise softmax cross-entropy",
-            "first_loss": losses[0], "last_loss": float(np.mean(losses[-10:])), **params, **(extra_metadata or {})}
+            "first_loss": losses[0], "last_loss": float(np.mean(losses[-10:])), **params, **(extra_metadata or {}),
+            "device": torch.cuda.get_device_name(device) if device.startswith("cuda") else device}
     overwrite = out.exists() and (not any(out.iterdir()) or _is_cross_encoder(out))
     model.eval()
     with building(out, overwrite=overwrite) as tmp:

@@ -1,0 +1,146 @@
+"""Issue 31.4 on a GPU: the recipe's cross-encoder (``second_stage``) trained for many more steps than two CPU cores
+allow, by the library's own ``train_cross_encoder`` on ``device="cuda"``; the epoch count chosen on the tuning
+slice there, the chosen model fetched back and evaluated here by ``benchmarks/second_stage.py``.
+
+    python benchmarks/second_stage_device.py export .dev/ce --negatives 7     # here: groups + tuning candidates
+    python3 benchmarks/second_stage_device.py run .dev/ce MODEL_DIR OUT       # there (MODEL_DIR: the MiniLM base)
+    python benchmarks/second_stage_device.py install OUT                      # here: into the cache, where
+    python benchmarks/second_stage.py --negatives 7 --epochs E --name second_stage_gpu   # finds and evaluates it
+
+The groups are exactly ``second_stage.recipe_groups`` (the MiniLM recipe's top 20 on the training queries outside
+the tuning slice, gold excluded, negatives drawn seeded); the tuning candidates are the recipe's top 20 on the
+tuning slice. On the GPU one model is trained per epoch count of ``EPOCHS`` and scored alone over the tuning
+candidates (R@5 within the top 20, ties to fewer epochs); only that choice is made there.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from base_grid_device import _library, assemble, measures  # noqa: E402
+
+EPOCHS = (3, 8)
+
+
+def export(kit: Path, negatives: int) -> None:
+    import _common
+
+    import pyterrier_tot as ptt
+    from pyterrier_tot.decomposition import recipe, second_stage
+
+    ds = ptt.get_dataset("reddit-tomt-books")
+    index = ptt.BookIndex(ds)
+    work = _common.WORK / "second_stage"
+    missing = lambda: (_ for _ in ()).throw(SystemExit("run benchmarks/second_stage.py once first"))  # noqa: E731
+    rest_run = _common.cached_run(work, "recipe-rest", missing, {})
+    tune_run = _common.cached_run(work, "recipe-tuning", missing, {})
+    pipe = recipe.tuned_pipeline(ds, index, base="minilm")
+    s = {**second_stage.SETTINGS, "n_negatives": negatives}
+    groups = second_stage.recipe_groups(ds, index, pipe, negatives, s["mine_depth"], run=rest_run)
+    tune, tqrels = recipe.train_data(ds, "tuning")
+    top = tune_run.sort_values(["qid", "score"], ascending=[True, False], kind="stable")
+    top = top[top.groupby("qid").cumcount() < s["mine_depth"]]
+    texts = dict(zip(index.corpus["docno"], index.corpus["title"].fillna("") + "\n" + index.corpus["text"].fillna("")))
+    queries = dict(zip(tune["qid"].astype(str), tune["query"]))
+    candidates = [{"qid": str(q), "query": queries[str(q)], "docnos": list(g["docno"].astype(str)),
+                   "texts": [texts[d].strip() for d in g["docno"].astype(str)]} for q, g in top.groupby("qid")]
+    kit.mkdir(parents=True, exist_ok=True)
+    data = {"settings": s, "groups": groups, "tuning": candidates,
+            "tuning_qrels": tqrels[["qid", "docno", "label"]].astype({"qid": str, "docno": str}).to_dict("records")}
+    with gzip.open(kit / "ce.json.gz", "wt", encoding="utf8") as f:
+        json.dump(data, f)
+    print(len(groups), "groups,", len(candidates), "tuning queries,", s)
+
+
+def run(kit: Path, model_dir: str, out: Path, dry: bool = False) -> None:
+    import torch
+
+    _library(("decomposition", "rerank"))
+    from pyterrier_tot.rerank import cross_encoder as ce
+
+    t0 = time.time()
+    data = json.load(gzip.open(kit / "ce.json.gz", "rt", encoding="utf8"))
+    s, groups, cands = data["settings"], data["groups"], data["tuning"]
+    if dry:
+        groups, cands = groups[:16], cands[:5]
+    gold = {}
+    for r in data["tuning_qrels"]:
+        if int(r["label"]) > 0:
+            gold.setdefault(r["qid"], []).append(r["docno"])
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    results = {"device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu", "torch": torch.__version__,
+               "settings": s, "n_groups": len(groups), "models": {}}
+    for epochs in ((1,) if dry else EPOCHS):
+        path = Path("/tmp/ce") / f"e{epochs}" if not dry else out / f"e{epochs}"
+        ce.train_cross_encoder(groups, path, base_model=model_dir, n_negatives=s["n_negatives"], epochs=epochs,
+                               lr=s["lr"], head_lr=s["head_lr"], batch_queries=s["batch_queries"],
+                               max_length=s["max_length"], max_query_tokens=s["max_query_tokens"],
+                               max_steps=2 if dry else s["max_steps"], show_progress_bar=False, device=device,
+                               extra_metadata={"mined_from": f"recipe top {s['mine_depth']}", "init": "base"})
+        tok, model = ce._load(path, device)
+        ranks = {}
+        for c in cands:
+            scores = ce.score_pairs(tok, model, [c["query"]] * len(c["texts"]), c["texts"], batch_size=64,
+                                    max_length=s["max_length"], max_query_tokens=s["max_query_tokens"])
+            order = [c["docnos"][i] for i in sorted(range(len(scores)), key=lambda i: -scores[i])]
+            ranks[c["qid"]] = [order.index(d) + 1 if d in order else 0 for d in gold.get(c["qid"], [])]
+        info = json.loads((path / ce.TRAINING_FILE).read_text())
+        results["models"][f"e{epochs}"] = {"epochs": epochs, "path": str(path), "tuning": ranks,
+                                           "seconds": info["seconds"], "first_loss": info["first_loss"],
+                                           "last_loss": info["last_loss"]}
+        print(f"[{time.time() - t0:5.0f}s] e{epochs}: loss {info['first_loss']:.3f} -> {info['last_loss']:.3f}, "
+              f"tuning (alone, top {s['mine_depth']}) {measures(ranks)}", flush=True)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "grid_results.json").write_text(json.dumps(results))
+    keys = list(results["models"])
+    results["chosen"] = max(keys, key=lambda k: (measures(results["models"][k]["tuning"])["R@5"], -keys.index(k)))
+    results["seconds"] = round(time.time() - t0, 1)
+    (out / "grid_results.json").write_text(json.dumps(results))
+    print("chosen on the tuning slice:", results["chosen"], f"({results['seconds']} s)")
+
+
+def install(out: Path) -> Path:
+    import shutil
+
+    import _common  # noqa: F401  (offline)
+
+    import pyterrier_tot as ptt
+    from pyterrier_tot.decomposition import recipe, second_stage
+
+    res = json.loads((out / "grid_results.json").read_text())
+    chosen = res["models"][res["chosen"]]
+    ds = ptt.get_dataset("reddit-tomt-books")
+    base = recipe.fine_tuned_bases(ds, ptt.BookIndex(ds), "minilm", train=False)["dense_ft"]
+    settings = {**res["settings"], "epochs": chosen["epochs"]}
+    target = second_stage.model_dir(base, **settings)
+    tmp = target.with_name(target.name + ".part")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for f in list(out.glob("w[0-9][0-9]")) + [out / "rest.tar"]:
+        shutil.copy(f, tmp / f.name)
+    assemble(tmp)
+    meta = json.loads((tmp / "pyterrier_tot_training.json").read_text())
+    meta.update(base_model=str(base), init=str(base), trained_on=f"{res['device']} (torch {res['torch']}, fp32; "
+                "benchmarks/second_stage_device.py), fetched as fp16 weights and stored in fp32")
+    (tmp / "pyterrier_tot_training.json").write_text(json.dumps(meta, indent=2))
+    if target.exists():
+        shutil.rmtree(target)
+    tmp.rename(target)
+    print("installed", res["chosen"], "->", target)
+    return target
+
+
+if __name__ == "__main__":
+    verb = sys.argv[1]
+    if verb == "export":
+        export(Path(sys.argv[2]), int(sys.argv[sys.argv.index("--negatives") + 1]) if "--negatives" in sys.argv else 7)
+    elif verb == "run":
+        run(Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]), dry="--dry" in sys.argv)
+    elif verb == "install":
+        install(Path(sys.argv[2]))
+    else:
+        raise SystemExit(f"unknown verb {verb!r}: export, run or install")
