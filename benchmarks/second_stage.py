@@ -102,9 +102,11 @@ def main():
     ap.add_argument("--ks", type=int, nargs="+", default=[10, 20])
     ap.add_argument("--render", action="store_true")
     ap.add_argument("--smoke", type=int, default=0, help="check the code path on N queries a split; writes nothing")
+    ap.add_argument("--name", default=NAME, help="the results' file stem (e.g. second_stage_gpu for a cross-encoder "
+                    "trained by second_stage_device.py; the runs cache is shared)")
     args = ap.parse_args()
     if args.render:
-        return _common.rerender(NAME, markdown)
+        return _common.rerender(args.name, markdown)
     t_start = time.time()
     seconds: dict = {}
     ds = ptt.get_dataset("reddit-tomt-books")
@@ -168,7 +170,7 @@ def main():
                "torch_threads": _threads(), "seconds": round(time.time() - t_start, 1)}
     if args.smoke:
         return print(markdown(payload))
-    _common.write_results(NAME, payload, markdown(payload))
+    _common.write_results(args.name, payload, markdown(payload))
 
 
 def section(tag, idx, rec, topics, qrels, base, prec, out, k, alpha, kmax) -> dict:
@@ -216,7 +218,8 @@ def markdown(p: dict) -> str:
         f"The cross-encoder starts from the recipe's fine-tuned MiniLM base (`{p['base']}`: its encoder weights, a new "
         f"scoring head) and is trained for {t.get('epochs')} epoch(s) ({t.get('steps')} steps of "
         f"{t.get('batch_queries')} queries, lr {t.get('lr')}, {t.get('seconds')} s; loss {t.get('first_loss'):.3f} -> "
-        f"{t.get('last_loss'):.3f}) on {p['n_groups']} training queries outside the tuning slice, each with its gold "
+        f"{t.get('last_loss'):.3f}{'; trained on ' + t['trained_on'] if t.get('trained_on') else ''}) on "
+        f"{p['n_groups']} training queries outside the tuning slice, each with its gold "
         f"book and {p['args']['negatives']} negatives drawn from the recipe's own top {p['args']['mine_depth']} "
         f"(gold excluded); pairs cut to {t.get('max_length')} word pieces, the query to {t.get('max_query_tokens')}. "
         f"It re-scores the recipe's top k by alpha * minmax(cross-encoder) + (1 - alpha) * minmax(recipe); k and "

@@ -123,10 +123,13 @@ def install(out: Path) -> Path:
     for f in list(out.glob("w[0-9][0-9]")) + [out / "rest.tar"]:
         shutil.copy(f, tmp / f.name)
     assemble(tmp)
-    meta = json.loads((tmp / "pyterrier_tot_training.json").read_text())
-    meta.update(base_model=str(base), init=str(base), trained_on=f"{res['device']} (torch {res['torch']}, fp32; "
-                "benchmarks/second_stage_device.py), fetched as fp16 weights and stored in fp32")
-    (tmp / "pyterrier_tot_training.json").write_text(json.dumps(meta, indent=2))
+    for name in ("pyterrier_tot_training.json", "pt_meta.json"):
+        meta = json.loads((tmp / name).read_text())
+        meta["base_model"] = str(base)
+        if name != "pt_meta.json":
+            meta.update(init=str(base), trained_on=f"{res['device']} (torch {res['torch']}, fp32; "
+                        "benchmarks/second_stage_device.py), fetched as fp16 weights and stored in fp32")
+        (tmp / name).write_text(json.dumps(meta, indent=2))
     if target.exists():
         shutil.rmtree(target)
     tmp.rename(target)
