@@ -251,8 +251,6 @@ def _here():
 def install(out: Path) -> Path:
     """The chosen model of a run (chunks + ``rest.tar`` fetched from the GPU machine into ``out``) as the cached
     mpnet base of its settings (``bases.base_dir``), weights back in fp32, its record saying where it trained."""
-    import shutil
-
     _here()
     import pyterrier_tot as ptt
     from pyterrier_tot.decomposition import bases
@@ -263,19 +261,26 @@ def install(out: Path) -> Path:
         raise SystemExit(f"the chosen model {res['chosen']!r} is a hard-negative round: install it by hand")
     target = bases.base_dir(ptt.get_dataset("reddit-tomt-books"), "mpnet", lr=m["lr"], epoch=m["epoch"],
                             schedule=m["schedule"])
+    return install_into(out, target, bases._hub_name("mpnet"), res, "benchmarks/base_grid_device.py")
+
+
+def install_into(out: Path, target: Path, base_model: str, res: dict, script: str, **extra) -> Path:
+    """The model fetched into ``out`` (fp16 chunks + ``rest.tar``) as an fp32 model folder ``target``, its records
+    naming ``base_model`` (not the GPU machine's path) and the machine it was trained on."""
+    import shutil
+
     tmp = target.with_name(target.name + ".part")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     for f in list(out.glob("w[0-9][0-9]")) + [out / "rest.tar"]:
         shutil.copy(f, tmp / f.name)
     assemble(tmp)
-    hub = bases._hub_name("mpnet")
     for name in ("pyterrier_tot_training.json", "pt_meta.json"):
         meta = json.loads((tmp / name).read_text())
-        meta["base_model"] = hub
+        meta["base_model"] = base_model
         if name != "pt_meta.json":
-            meta["trained_on"] = (f"{res['device']} (benchmarks/base_grid_device.py; fp32, torch {res['torch']}), "
-                                  "fetched as fp16 weights and stored in fp32")
+            meta.update(extra, trained_on=f"{res['device']} ({script}; fp32, torch {res['torch']}), fetched as fp16 "
+                        "weights and stored in fp32")
         (tmp / name).write_text(json.dumps(meta, indent=2))
     if target.exists():
         shutil.rmtree(target)

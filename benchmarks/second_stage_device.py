@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from base_grid_device import _library, assemble, measures  # noqa: E402
+from base_grid_device import _library, install_into, measures  # noqa: E402
 
 EPOCHS = (3, 8)
 
@@ -104,8 +104,6 @@ def run(kit: Path, model_dir: str, out: Path, dry: bool = False) -> None:
 
 
 def install(out: Path) -> Path:
-    import shutil
-
     import _common  # noqa: F401  (offline)
 
     import pyterrier_tot as ptt
@@ -117,24 +115,7 @@ def install(out: Path) -> Path:
     base = recipe.fine_tuned_bases(ds, ptt.BookIndex(ds), "minilm", train=False)["dense_ft"]
     settings = {**res["settings"], "epochs": chosen["epochs"]}
     target = second_stage.model_dir(base, **settings)
-    tmp = target.with_name(target.name + ".part")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for f in list(out.glob("w[0-9][0-9]")) + [out / "rest.tar"]:
-        shutil.copy(f, tmp / f.name)
-    assemble(tmp)
-    for name in ("pyterrier_tot_training.json", "pt_meta.json"):
-        meta = json.loads((tmp / name).read_text())
-        meta["base_model"] = str(base)
-        if name != "pt_meta.json":
-            meta.update(init=str(base), trained_on=f"{res['device']} (torch {res['torch']}, fp32; "
-                        "benchmarks/second_stage_device.py), fetched as fp16 weights and stored in fp32")
-        (tmp / name).write_text(json.dumps(meta, indent=2))
-    if target.exists():
-        shutil.rmtree(target)
-    tmp.rename(target)
-    print("installed", res["chosen"], "->", target)
-    return target
+    return install_into(out, target, str(base), res, "benchmarks/second_stage_device.py", init=str(base))
 
 
 if __name__ == "__main__":
