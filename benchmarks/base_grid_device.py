@@ -23,6 +23,7 @@ import sys
 import time
 import types
 from pathlib import Path
+from typing import List
 
 ROOT = Path(__file__).resolve().parents[1]
 LRS, EPOCHS = (2e-5, 3e-5, 5e-5), 3
@@ -196,29 +197,29 @@ def choose(models: dict) -> str:
     return max(keys, key=lambda k: (measures(models[k]["tuning"])["R@5"], -keys.index(k)))
 
 
-def pack(out: Path, key: str = "", chunk_mib: float = 15.9) -> None:
-    """The model ``key`` of a run (default: the chosen one) as fp16 weights in chunks under /tmp/parts (files back
-    from the GPU machine are capped at 16 MiB) + a tar of its other files in ``out``."""
+def pack(out: Path, key: str = "", chunk_mib: float = 15.9, parts: Path = Path("/tmp/parts")) -> List[Path]:
+    """The model ``key`` of a run (default: the chosen one) as fp16 weights in chunks ``w00``, ``w01``, ... under
+    ``parts`` (files back from the GPU machine are capped at 16 MiB) + a tar of its other files in ``out``."""
     import tarfile
 
-    import torch
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file, save
 
     res = json.loads((out / "grid_results.json").read_text())
     key = key or res.get("chosen") or list(res["models"])[-1]  # a run stopped at its limit: its last model
     path = Path(res["models"][key]["path"])
     weights = load_file(str(path / "model.safetensors"))
-    save_file({k: v.half() if v.is_floating_point() else v for k, v in weights.items()}, "/tmp/fp16.safetensors")
-    blob, size = Path("/tmp/fp16.safetensors").read_bytes(), int(chunk_mib * 2 ** 20)
-    parts = Path("/tmp/parts")
-    parts.mkdir(exist_ok=True)
-    for i in range(0, len(blob), size):
-        (parts / f"w{i // size:02d}").write_bytes(blob[i:i + size])
+    blob = save({k: v.half() if v.is_floating_point() else v for k, v in weights.items()})
+    size = int(chunk_mib * 2 ** 20)
+    parts.mkdir(parents=True, exist_ok=True)
+    chunks = [parts / f"w{i // size:02d}" for i in range(0, len(blob), size)]
+    for i, f in zip(range(0, len(blob), size), chunks):
+        f.write_bytes(blob[i:i + size])
     with tarfile.open(out / "rest.tar", "w") as tar:
         for f in path.rglob("*"):
             if f.is_file() and f.name != "model.safetensors":
                 tar.add(f, arcname=str(f.relative_to(path)))
-    print(key, "->", len(blob), "bytes fp16 in", len(list(parts.iterdir())), "chunks;", torch.__version__)
+    print(key, "->", len(blob), "bytes fp16 in", len(chunks), "chunks")
+    return chunks
 
 
 def assemble(folder: Path) -> None:
