@@ -7,11 +7,14 @@ torch and sentence-transformers but not pyterrier_tot's whole stack.
     python benchmarks/base_grid_device.py report OUT                      # here: results/base_grid_mpnet_gpu.*
     python benchmarks/base_grid_device.py install OUT                     # here: the chosen model into the cache
 
-Same protocol as ``benchmarks/base_grid.py``: training pairs from the training queries outside the tuning slice,
-every choice by R@5 on the tuning slice (300 training queries; ties to the earlier key, as ``bases.choose_base``),
-validation only evaluated. Each checkpoint is scored by exact dense retrieval over the 2,679 books (title + text,
-fp32, the model's own ``max_seq_length``) with the gold books' ranks kept per query, so ``report`` computes every
-measure and paired test here. ``run`` imports only the modules the training loop needs (not the package's
+The choices follow ``benchmarks/base_grid.py``: training pairs from the training queries outside the tuning slice,
+every choice by R@5 on the tuning slice (300 training queries; ties to the earlier key, as ``bases.choose_base``).
+Unlike it, validation is evaluated for every checkpoint (reported, never used for a choice). Each checkpoint is
+scored by this script's own exact dense retrieval over the 2,679 books (title + text joined as the recipe's index
+joins them, fp32, the model's own ``max_seq_length``; not ``BookIndex.dense``, which the machine lacks) with the
+gold books' ranks kept per query, so ``report`` computes every measure and paired test here. The training is fp32
+with torch's default matmul precision (no TF32). Hard-negative rounds train at ``train_biencoder``'s default lr
+(2e-5), as ``bases.fine_tuned_hard`` does. ``run`` imports only the modules the training loop needs (not the package's
 ``__init__``), so the machine needs ``pyterrier`` importable (wheels) but not pyterrier-dr, PISA or faiss.
 """
 from __future__ import annotations
@@ -260,8 +263,9 @@ def install(out: Path) -> Path:
     m = res["models"][res["chosen"]]
     if m.get("round"):
         raise SystemExit(f"the chosen model {res['chosen']!r} is a hard-negative round: install it by hand")
+    # amp=False: the GPU run trained in fp32, so the folder is the fp32 one on any machine (never a "-bf16" name)
     target = bases.base_dir(ptt.get_dataset("reddit-tomt-books"), "mpnet", lr=m["lr"], epoch=m["epoch"],
-                            schedule=m["schedule"])
+                            schedule=m["schedule"], amp=False)
     return install_into(out, target, bases._hub_name("mpnet"), res, "benchmarks/base_grid_device.py")
 
 
@@ -321,15 +325,17 @@ def report(out: Path) -> None:
           f"{res['seconds']} s in all; {res['n_pairs']} training pairs. The library's own training loop "
           "(`expert_training.train_biencoder(device='cuda')`); learning rates x a 3-epoch schedule with a "
           "checkpoint per epoch, then hard-negative rounds (negatives mined by the model the round starts from, "
-          "top 30, 2 per example, clue forms as extra anchors) from the chosen grid point. Every choice: R@5 on "
-          "the tuning slice, ties to the earlier; validation only evaluated. `current` is the setting in "
+          "top 30, 2 per example, clue forms as extra anchors, lr 2e-5 as `fine_tuned_hard`) from the chosen grid "
+          "point. Every choice: R@5 on the tuning slice, ties to the earlier; validation evaluated for every "
+          "model, never used for a choice. Measures: the script's own exact dot-product retrieval (checked "
+          "against ir_measures by a test). `current` is the setting in "
           "BASE_SETTINGS before this run (lr 2e-5, 1 epoch), trained in the same run; `p` = paired t-test against "
           "it. train_s: GPU seconds of training up to that checkpoint (a hard-negative round: its own).", "",
           f"Chosen on the tuning slice: **{res['chosen']}** (grid: {res['chosen_grid']}).", "",
           "Same setting on the CPU (the cached model, fp32, 2 cores, 3,476 s of training): tuning R@5 0.630, "
           "R@10 0.727, R@20 0.773, R@100 0.890, MRR 0.522 (`bases.md`); the GPU run's `current` row is the "
-          "same setting trained there (GPU arithmetic differs from the CPU's, so the two models are close, not "
-          "equal).", ""]
+          "same setting trained there (GPU arithmetic differs from the CPU's, and this script's evaluator is its "
+          "own: close, not equal).", ""]
     for split, title in (("tuning", "Tuning slice (300 training queries)"), ("validation", "Validation (233)")):
         md += [f"## {title}", "", _common.md_table(tables[split][cut].astype(object).fillna("")), ""]
     _common.write_results("base_grid_mpnet_gpu", payload, "\n".join(md))

@@ -4,6 +4,7 @@ slice there, the chosen model fetched back and evaluated here by ``benchmarks/se
 
     python benchmarks/second_stage_device.py export .dev/ce --negatives 7     # here: groups + tuning candidates
     python3 benchmarks/second_stage_device.py run .dev/ce MODEL_DIR OUT       # there (MODEL_DIR: the MiniLM base)
+    python benchmarks/second_stage_device.py report OUT                       # here: results/second_stage_device.*
     python benchmarks/second_stage_device.py install OUT                      # here: into the cache, where
     python benchmarks/second_stage.py --negatives 7 --epochs E --name second_stage_gpu   # finds and evaluates it
 
@@ -118,6 +119,27 @@ def install(out: Path) -> Path:
     return install_into(out, target, str(base), res, "benchmarks/second_stage_device.py", init=str(base))
 
 
+def report(out: Path) -> None:
+    """``results/second_stage_device.{json,md}``: each epoch count's cross-encoder alone over the recipe's top 20
+    on the tuning slice (the choice made on the GPU machine), with its training loss and seconds."""
+    import _common
+    import pandas as pd
+
+    res = json.loads((out / "grid_results.json").read_text())
+    rows = [{"model": k, "epochs": m["epochs"], **measures(m["tuning"]), "first_loss": round(m["first_loss"], 3),
+             "last_loss": round(m["last_loss"], 3), "train_s": m["seconds"]} for k, m in res["models"].items()]
+    cols = ["model", "epochs", "R@1", "R@5", "R@10", "R@20", "MRR", "first_loss", "last_loss", "train_s"]
+    md = ["# The recipe's cross-encoder trained on a GPU: the epoch count (issue 31.4)", "",
+          f"`benchmarks/second_stage_device.py run` on {res['device']} (torch {res['torch']}, fp32), "
+          f"{res['n_groups']} groups, settings {res['settings']} except the epochs. Each model alone re-ranks the "
+          "MiniLM recipe's top 20 of the 300 tuning queries (R@20 is the share of queries whose gold book is in "
+          f"that top 20). Chosen by R@5, ties to fewer epochs: **{res['chosen']}**; it is evaluated beside the "
+          "recipe in `second_stage_gpu.md`.", "", _common.md_table(pd.DataFrame(rows)[cols]), ""]
+    _common.write_results("second_stage_device", {k: res[k] for k in ("device", "torch", "settings", "n_groups",
+                                                                       "chosen", "seconds")} | {"rows": rows},
+                          "\n".join(md))
+
+
 if __name__ == "__main__":
     verb = sys.argv[1]
     if verb == "export":
@@ -126,5 +148,7 @@ if __name__ == "__main__":
         run(Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]), dry="--dry" in sys.argv)
     elif verb == "install":
         install(Path(sys.argv[2]))
+    elif verb == "report":
+        report(Path(sys.argv[2]))
     else:
-        raise SystemExit(f"unknown verb {verb!r}: export, run or install")
+        raise SystemExit(f"unknown verb {verb!r}: export, run, install or report")

@@ -109,13 +109,16 @@ PRECISIONS = ("fp32", "bf16")
 
 
 def native_bf16() -> bool:
-    """True where bfloat16 arithmetic runs in hardware: a CUDA device, or a CPU with AMX or AVX512-BF16. Elsewhere
-    torch emulates it, and bf16 encoding or autocast is about 3x *slower* than fp32 (measured on a 2-core AVX-512
-    Xeon without either), so the library's "auto" settings pick fp32 there."""
+    """True where bfloat16 arithmetic runs in hardware: a CUDA device that has it (Ampere and later), or a CPU with
+    AMX or AVX512-BF16. Elsewhere torch emulates it, and bf16 encoding or autocast is about 3x *slower* than fp32
+    (measured on a 2-core AVX-512 Xeon without either), so the library's "auto" settings pick fp32 there."""
     import torch
 
     if torch.cuda.is_available():
-        return True
+        try:
+            return torch.cuda.is_bf16_supported(including_emulation=False)
+        except TypeError:  # torch < 2.3 has no such argument (and counts no emulation)
+            return torch.cuda.is_bf16_supported()
     try:
         flags = Path("/proc/cpuinfo").read_text(encoding="utf8", errors="replace").split()
     except OSError:  # not Linux: no cheap way to tell, and fp32 is never the slow choice

@@ -26,6 +26,7 @@ loop without them.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -260,7 +261,7 @@ def _fit(model, loader, loss, epochs: int, steps: int, schedule_steps: int, warm
                 features, labels = next(batches)
             if device != "cpu":
                 features = [{k: v.to(device) if hasattr(v, "to") else v for k, v in f.items()} for f in features]
-            with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=amp):
+            with torch.autocast(torch.device(device).type, dtype=torch.bfloat16) if amp else contextlib.nullcontext():
                 value = loss(features, labels)
             value.backward()
             torch.nn.utils.clip_grad_norm_(loss.parameters(), 1.0)
@@ -298,17 +299,16 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
     """Fine-tune ``base_model`` (default MiniLM, resolved offline; a fine-tuned folder continues its training)
     on (anchor, positive) pairs, or (anchor, positive, negative, ...) examples of one width, with
     MultipleNegativesRankingLoss (the extra texts are hard negatives beside the in-batch ones) and save it to
-    ``output_dir`` (default under the library cache).
-
-    ``max_steps`` caps the optimisation steps (per epoch). ``schedule_epochs`` (default ``epochs``): the epochs
-    the learning-rate schedule spans, so that ``epochs=1, schedule_epochs=3`` is the first epoch of a 3-epoch run.
-    ``epoch_dirs``: ``{epoch: folder}``, a complete model saved after each of those epochs as well (a checkpoint
-    per epoch, so choosing the epoch costs no retraining). ``amp``: bfloat16 autocast for the forward passes
-    (about twice as fast on CPUs with AMX; weights stay fp32). Returns the output directory, loadable by
-    :class:`~pyterrier_tot.decomposition.field_expert.FieldExpert` (``model=path``), ``BookIndex.dense(path)``,
-    ``SentenceTransformer(path)`` or ``pt.Artifact.load(path)`` (a :class:`~pyterrier_tot.models.BiEncoderModel`).
-    Each folder appears only once complete; an existing model folder there is replaced. ``device``: where to
-    train (default a GPU when torch sees one); not in the folder's name, but in the training record."""
+    ``output_dir`` (default under the library cache). ``max_steps`` caps the optimisation steps (per epoch).
+    ``schedule_epochs`` (default ``epochs``): the epochs the learning-rate schedule spans, so that ``epochs=1,
+    schedule_epochs=3`` is the first epoch of a 3-epoch run. ``epoch_dirs``: ``{epoch: folder}``, a complete model
+    saved after each of those epochs as well (a checkpoint per epoch, so choosing the epoch costs no retraining).
+    ``amp``: bfloat16 autocast for the forward passes (about twice as fast on CPUs with AMX; weights stay fp32).
+    Returns the output directory, loadable by :class:`~pyterrier_tot.decomposition.field_expert.FieldExpert`
+    (``model=path``), ``BookIndex.dense(path)``, ``SentenceTransformer(path)`` or ``pt.Artifact.load(path)`` (a
+    :class:`~pyterrier_tot.models.BiEncoderModel`). Each folder appears only once complete; an existing model folder
+    there is replaced. ``device``: where to train (default a GPU when torch sees one); not in the folder's name, but
+    in the training record."""
     import numpy as np
     import torch
     from sentence_transformers import InputExample, SentenceTransformer
