@@ -126,6 +126,20 @@ def native_bf16() -> bool:
     return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
+def training_device(device: Optional[str] = None) -> str:
+    """Where training runs: ``device`` when given, else the first GPU when torch sees one, else the CPU."""
+    import torch
+
+    return device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def device_label(device: str) -> str:
+    """``device`` as a training record gives it: a CUDA device by its GPU's name (timings depend on it)."""
+    import torch
+
+    return torch.cuda.get_device_name(device) if str(device).startswith("cuda") else str(device)
+
+
 def auto_precision(precision: str = "auto") -> str:
     """``precision`` resolved: ``"auto"`` is ``"bf16"`` where :func:`native_bf16`, else ``"fp32"``."""
     return ("bf16" if native_bf16() else "fp32") if precision == "auto" else check_precision(precision)

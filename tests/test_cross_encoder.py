@@ -46,6 +46,8 @@ def test_training_learns_and_saves_an_artifact(trained):
     assert (trained / "model.safetensors").is_file() and not list(trained.glob("*.pkl"))
     info = CrossEncoderModel(trained).training()
     assert info["n_negatives"] == 3 and info["steps"] == 24 and info["last_loss"] < info["first_loss"]
+    from pyterrier_tot.models import device_label, training_device
+    assert info["device"] == device_label(training_device())  # where it trained (the GPU's name on a GPU)
     texts = POS + NEG
     res = pd.DataFrame({"qid": "q", "query": "which book was it", "docno": [f"d{i}" for i in range(len(texts))],
                         "text": texts, "score": np.arange(len(texts), dtype=float)})  # gold books ranked last

@@ -314,7 +314,7 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
     from sentence_transformers import InputExample, SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    from pyterrier_tot.models import resolve_model
+    from pyterrier_tot.models import device_label, resolve_model, training_device
 
     pairs = [tuple(ex) for ex in pairs if all(str(t).strip() for t in ex)]
     widths = sorted({len(ex) for ex in pairs})
@@ -346,7 +346,7 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
     # a fresh copy, never the cached instance of models.load_sentence_transformer (training mutates it)
     from pyterrier_tot.bars import quiet_loading
 
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = training_device(device)
     with quiet_loading():
         model = SentenceTransformer(resolve_model(base_model), device=device)
     model.max_seq_length = max_seq_length
@@ -357,7 +357,7 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
     meta = {"kind": kind, "base_model": str(base_model or "sentence-transformers/all-MiniLM-L6-v2"),
             "n_pairs": len(pairs), "n_negatives": len(pairs[0]) - 2,
             "loss": "MultipleNegativesRankingLoss", **params, **(extra_metadata or {}),
-            "device": torch.cuda.get_device_name(device) if device.startswith("cuda") else device}
+            "device": device_label(device)}
     epoch_losses: List[float] = []
 
     def on_epoch(epoch: int, mean_loss: float) -> None:

@@ -121,7 +121,7 @@ def train_cross_encoder(groups: Sequence[Group], output_dir: Union[str, Path, No
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
 
-    from pyterrier_tot.models import resolve_model
+    from pyterrier_tot.models import device_label, resolve_model, training_device
 
     groups = [(str(q), str(p), [str(n) for n in negs]) for q, p, negs in groups
               if str(q).strip() and str(p).strip() and len(negs)]
@@ -136,7 +136,7 @@ def train_cross_encoder(groups: Sequence[Group], output_dir: Union[str, Path, No
     with quiet_loading():
         tok = AutoTokenizer.from_pretrained(str(src))
         model = AutoModelForSequenceClassification.from_pretrained(str(src), num_labels=1)
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = training_device(device)
     model.to(device).train()
     per_epoch = math.ceil(len(groups) / batch_queries)
     steps = min(max_steps, per_epoch) if max_steps else per_epoch
@@ -179,7 +179,7 @@ def train_cross_encoder(groups: Sequence[Group], output_dir: Union[str, Path, No
     meta = {"base_model": str(base_model or "sentence-transformers/all-MiniLM-L6-v2"), "n_groups": len(groups),
             "steps": steps * epochs, "seconds": round(seconds, 1), "loss": "listwise softmax cross-entropy",
             "first_loss": losses[0], "last_loss": float(np.mean(losses[-10:])), **params, **(extra_metadata or {}),
-            "device": torch.cuda.get_device_name(device) if device.startswith("cuda") else device}
+            "device": device_label(device)}
     overwrite = out.exists() and (not any(out.iterdir()) or _is_cross_encoder(out))
     model.eval()
     with building(out, overwrite=overwrite) as tmp:
