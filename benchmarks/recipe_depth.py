@@ -81,12 +81,15 @@ def _label(settings: dict) -> str:
     return f"lr {settings['lr']:g}, epoch {settings['epoch']} of {settings['schedule']}"
 
 
-def _fit(ds, index, key: str, fts: dict, tune, tqrels, old: bool) -> Path:
-    """The recipe's fuser on base ``fts``: as it is fitted now (``recipe.fitted_weights``, cached under the recipe's
-    key) or, ``old``, as before this issue (R@5 alone, no floor); the tuning features are computed once."""
+def _fit(ds, index, key: str, fts: dict, tune, tqrels, fit: str) -> Path:
+    """The recipe's fuser on base ``fts``: as it is fitted now (``after``: ``recipe.fitted_weights``, bagged, cached
+    under the recipe's key), with one ascent instead of the bagged mean (``ascent``), or as before this issue
+    (``before``: R@5 alone, no floor); the tuning features are computed once."""
+    old = fit == "before"
+    bags = 0 if fit == "ascent" else recipe.FIT_BAGS
     before = WORK / f"weights-before-{key}"
     after = recipe._weights_path(ds.name, index, fts, recipe.TUNING_QUERIES, recipe.TUNING_SEED, recipe.BASE_K,
-                                 recipe.EXPERT_K)
+                                 recipe.EXPERT_K, bags=bags)
     path = before if old else after
     if not (path / "pt_meta.json").is_file():
         dp0 = recipe.build_pipeline(index, fts, depth=None)
@@ -96,7 +99,7 @@ def _fit(ds, index, key: str, fts: dict, tune, tqrels, old: bool) -> Path:
         if old:
             old_weights(feats, dp0.fuser.names, tqrels, before)
         else:
-            recipe.fitted_weights(ds, index, fts, feats=feats, refit=True)
+            recipe.fitted_weights(ds, index, fts, feats=feats, refit=True, bags=bags)
     return path
 
 
@@ -119,16 +122,17 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
             runs[name] = cached(k, lambda path=path, prec=prec: index.dense(path, precision=prec)(topics), seconds)
             info[name], base_rows[when] = per_query(seconds, k, len(topics)), name
         plan = [("before", "before", None, "recipe {key}, before (old base, R@5 fit, ~170 deep)"),
-                ("before", "after", recipe.DEPTH, "recipe {key} on the old base, floor fit, 1000 deep"),
-                ("now", "after", recipe.DEPTH, "recipe {key}, after (current base, floor fit, 1000 deep)")]
-        if same:  # one recipe 'after'
-            plan = [plan[0], plan[2]]
+                ("before", "after", recipe.DEPTH, "recipe {key} on the old base, bagged floor fit, 1000 deep"),
+                ("now", "ascent", recipe.DEPTH, "recipe {key}, one floor-fit ascent, not bagged (1000 deep)"),
+                ("now", "after", recipe.DEPTH, "recipe {key}, after (current base, bagged floor fit, 1000 deep)")]
+        if same:  # one base: no 'old base' row
+            plan = [plan[0], *plan[2:]]
         for base_when, fit, depth, label in plan:
             path = paths[base_when][0]
             fts = {ename: path}
             wkey = f"{key}-{base_when}-{fit}"
             if tune is not None:
-                weights[wkey] = _fit(ds, index, key, fts, tune, tqrels, old=fit == "before")
+                weights[wkey] = _fit(ds, index, key, fts, tune, tqrels, fit)
             pipe = recipe.build_pipeline(index, fts, weights=weights[wkey], depth=depth)
             name = label.format(key=key)
             k = f"{tag}-recipe-{Path(path).name}-{fit}-{Path(weights[wkey]).name}"
@@ -149,7 +153,7 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
         table = ptt.tot_experiment([pt.Transformer.from_df(r) for r in runs.values()], topics, qrels,
                                    measures=ptt.CURVE_MEASURES, names=list(runs), verbose=False)
         ptt.plot_recall_at_k(table, _common.RESULTS / f"{NAME}.png", title="Recall@k, Reddit-TOMT validation",
-                             highlight=[n for n in runs if n.endswith("1000 deep)")])
+                             highlight=[n for n in runs if "1000 deep" in n])
         curves = ptt.recall_curves(table).pivot(index="name", columns="k", values="recall")
         for n in results:
             results[n]["curve"] = {int(k): float(v) for k, v in curves.loc[n].items()}
@@ -207,7 +211,8 @@ def main():
     fitted = {k: {**WeightedFuser.load(p).to_dict(), "path": Path(p).name} for k, p in weights.items()}
     payload = {"dataset": "reddit-tomt-books", "split": "validation", "n_queries": len(val), "corpus": len(index),
                "tuning": {"n_queries": len(tune), "fingerprint": recipe.qid_fingerprint(tune)},
-               "fit_metric": recipe.FIT_METRIC, "depth": recipe.DEPTH, "results": results, "birco": birco,
+               "fit_metric": recipe.FIT_METRIC, "fit_bags": recipe.FIT_BAGS, "depth": recipe.DEPTH,
+               "results": results, "birco": birco,
                "weights": fitted, "native_bf16": native_bf16(), "threads": torch.get_num_threads(),
                "seconds": round(time.time() - t0, 1), "args": vars(args)}
     _common.write_results(NAME, payload, markdown(payload))
@@ -230,7 +235,7 @@ def _table(res: dict) -> str:
 def _below(res: dict) -> list:
     out = []
     for name, v in res.items():
-        if name.startswith("recipe") and "1000 deep" in name:
+        if name.startswith("recipe") and "1000 deep" in name and "vs" in v:
             base = res[v["vs"]]
             for c in COLS:
                 if v[c] < base[c] - 1e-9:
@@ -248,7 +253,9 @@ def markdown(p) -> str:
              "'before': the base as trained before this issue and the recipe as it was (fuser fitted for R@5 alone, "
              "fused candidates only, ~170 books a query); 'after': the base as `BASE_SETTINGS` trains it now and "
              f"the fuser fitted for the mean of `{p['fit_metric']}` on the tuning slice ({p['tuning']['n_queries']} "
-             "training queries), a step kept only if no measure falls below the base alone there, the fused "
+             "training queries), a step kept only if no measure falls below the base alone there, the weights the "
+             f"mean of the fits on {p.get('fit_bags', 0)} bootstrap resamples of the slice ('one ascent': a "
+             "single fit on the slice itself, as before bagging), the fused "
              f"ranking's top 100 then continued with the base's own ranking to depth {p['depth']}. `p`: paired "
              "t-test (per query) against the base named in the last column (each recipe against the base it is "
              "built on; the current base against the old one). Seconds per query on the 2-core CPU (native bf16: "
@@ -270,8 +277,9 @@ def markdown(p) -> str:
     lines += ["## Fitted weights", ""]
     for k, w in p["weights"].items():
         base, fit = k.rsplit("-", 2)[1:]
+        fit = {"after": "after (bagged)", "ascent": "one ascent"}.get(fit, fit)
         lines.append(f"- {k.split('-')[0]}, {fit} fit on the {'old' if base == 'before' else 'current'} base: "
-                     f"`{json.dumps(dict(zip(w['names'], w['weights'])))}` "
+                     f"`{json.dumps(dict(zip(w['names'], [round(x, 3) for x in w['weights']])))}` "
                      f"(objective {w.get('fit_metric')}: {w.get('fit_score') or 0:.3f} on the tuning slice)")
     again = "" if NAME == "recipe_depth" else f" --name {NAME}"
     lines += ["", f"Total {p['seconds']} s. Re-render: `python benchmarks/recipe_depth.py --render{again}`.", ""]

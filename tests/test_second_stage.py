@@ -80,7 +80,7 @@ def test_fine_tuned_cross_encoder_names_every_training_setting(tmp_path, monkeyp
         return out
 
     monkeypatch.setattr(cross_encoder, "train_cross_encoder", fake_train)
-    monkeypatch.setattr(recipe, "cross_encoder_groups", lambda *a, **k: [("q", "gold", ["other"])])
+    monkeypatch.setattr(second_stage, "cross_encoder_groups", lambda *a, **k: [("q", "gold", ["other"])])
     ds = SimpleNamespace(name="tiny")
     plain = recipe.fine_tuned_cross_encoder(ds, index=object(), verbose=False)
     head = recipe.fine_tuned_cross_encoder(ds, index=object(), head_lr=1e-3, verbose=False)

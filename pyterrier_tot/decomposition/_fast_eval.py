@@ -1,10 +1,11 @@
-"""Numpy evaluation of fuser weight vectors over a cached feature matrix, for :meth:`WeightedFuser.fit`: the
-experts run once, then each weight setting is ranked and measured without touching pandas or the experts.
-Recall@k, Success@k and RR are computed in numpy (they equal ir_measures' values; the fit tests compare them);
-any other measure goes through ir_measures."""
+"""Numpy evaluation of fuser weight vectors over a cached feature matrix, and the weight search of
+:meth:`WeightedFuser.fit`: the experts run once, then each weight setting is measured without touching pandas or
+the experts. Recall@k, Success@k and RR come from the ranks of the relevant books alone (they equal ir_measures'
+values; the fit tests compare them); any other measure goes through ir_measures on the full ranking.
+Queries may carry weights (:meth:`FastEvaluator.reweighted`): a bootstrap resample is the slice with counts."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -34,10 +35,25 @@ class FastEvaluator:
         self.uq = uq
         # the mean runs over the queries of the candidate frame (qrels may cover a larger split)
         self.n_queries = max(len(uq), 1)
+        self.qweight = np.ones(len(uq))
         self.n_rel = q[q["label"] > 0].groupby("qid").size().reindex(uq).fillna(0).to_numpy()
-        self.group = np.repeat(np.arange(len(uq)), np.diff(np.append(self.starts, len(self.qid_sorted))))
+        sizes = np.diff(np.append(self.starts, len(self.qid_sorted)))
+        self.group = np.repeat(np.arange(len(uq)), sizes)
         # deterministic tie-break by docno
         self._tiebreak = pd.factorize(self.docnos, sort=True)[0]
+        # each relevant row is compared with the rows of its own query, laid out as a padded matrix
+        self._rel = np.flatnonzero(self.gain > 0)
+        pos = np.arange(len(self.group)) - self.starts[self.group] if len(self.group) else np.zeros(0, int)
+        self._pad = np.full((len(uq), int(sizes.max()) if len(sizes) else 0), -1)
+        self._pad[self.group, pos] = np.arange(len(self.group))
+        self._pad_tb = np.where(self._pad >= 0, self._tiebreak[self._pad], np.iinfo(np.int64).max)
+
+    def reweighted(self, qweight: np.ndarray) -> "FastEvaluator":
+        """The same evaluator with a weight per query (in ``self.uq`` order), e.g. bootstrap counts."""
+        other = object.__new__(FastEvaluator)
+        other.__dict__.update(self.__dict__)
+        other.qweight = np.asarray(qweight, dtype=float)
+        return other
 
     def ranks(self, w: np.ndarray) -> np.ndarray:
         s = self.X @ w
@@ -47,39 +63,112 @@ class FastEvaluator:
         ranks[order] = pos + 1
         return ranks
 
-    def measure(self, w: np.ndarray, measure) -> float:
-        ranks = self.ranks(np.asarray(w, dtype=float))
-        name, cutoff = measure.NAME, measure.params.get("cutoff")
-        rel = self.gain > 0
-        if name in ("R", "Success") and cutoff:
-            hit = np.bincount(self.group, weights=(rel & (ranks <= cutoff)).astype(float), minlength=len(self.uq))
-            if name == "Success":
-                per_q = (hit > 0).astype(float)
+    def relevant_ranks(self, w: np.ndarray) -> np.ndarray:
+        """The rank (as :meth:`ranks` gives it) of each relevant row (``self._rel``) under weights ``w``."""
+        s = self.X @ np.asarray(w, dtype=float)
+        rel, g = self._rel, self.group[self._rel]
+        rows = self._pad[g]
+        scores = np.where(rows >= 0, s[rows], -np.inf)
+        sr = s[rel][:, None]
+        before = (scores > sr) | ((scores == sr) & (self._pad_tb[g] < self._tiebreak[rel][:, None]))
+        return before.sum(axis=1) + 1
+
+    def _mean(self, per_q: np.ndarray) -> float:
+        total = self.qweight.sum()
+        return float(per_q @ self.qweight / total) if total > 0 else 0.0
+
+    def measures(self, w: np.ndarray, measures: Sequence) -> np.ndarray:
+        """The value of each of ``measures`` for weights ``w`` (the relevant books are ranked once)."""
+        w = np.asarray(w, dtype=float)
+        rr = self.relevant_ranks(w)
+        g = self.group[self._rel]
+        out = []
+        for m in measures:
+            name, cutoff = m.NAME, m.params.get("cutoff")
+            if name in ("R", "Success") and cutoff:
+                hit = np.bincount(g, weights=(rr <= cutoff).astype(float), minlength=len(self.uq))
+                per_q = (hit > 0).astype(float) if name == "Success" else \
+                    np.divide(hit, self.n_rel, out=np.zeros_like(hit), where=self.n_rel > 0)
+                out.append(self._mean(per_q))
+            elif name == "RR":
+                inv = np.where(rr <= cutoff, 1.0 / rr, 0.0) if cutoff else 1.0 / rr
+                per_q = np.zeros(len(self.uq))
+                np.maximum.at(per_q, g, inv)
+                out.append(self._mean(per_q))
             else:
-                per_q = np.divide(hit, self.n_rel, out=np.zeros_like(hit), where=self.n_rel > 0)
-            return float(per_q.sum() / self.n_queries)
-        if name == "RR":
-            rr = np.where(rel, 1.0 / ranks, 0.0)
-            if cutoff:
-                rr = np.where(ranks <= cutoff, rr, 0.0)
-            per_q = np.zeros(len(self.uq))
-            np.maximum.at(per_q, self.group, rr)
-            return float(per_q.sum() / self.n_queries)
+                out.append(self._ir_measures(w, m))
+        return np.array(out)
+
+    def measure(self, w: np.ndarray, measure) -> float:
+        return float(self.measures(w, [measure])[0])
+
+    def _ir_measures(self, w: np.ndarray, measure) -> float:
         import ir_measures
 
+        if not np.all(self.qweight == 1):
+            raise ValueError(f"{measure} goes through ir_measures, which cannot weigh queries; fit with R@k, "
+                             "Success@k or RR to resample queries")
+        ranks = self.ranks(w)
         run = pd.DataFrame({"query_id": self.qid_sorted, "doc_id": self.docnos, "score": -ranks.astype(float)})
         qrels = self.qrels.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"})
         qrels["relevance"] = qrels["relevance"].astype(int)
         return float(ir_measures.calc_aggregate([measure], qrels, run)[measure])
 
-    def measures(self, w: np.ndarray, measures: Sequence) -> np.ndarray:
-        """The value of each of ``measures`` for weights ``w``."""
-        return np.array([self.measure(w, m) for m in measures])
-
     def objective(self, w: np.ndarray, measure) -> float:
         """``measure`` (or the mean of a list of measures), ties broken by MRR."""
         from ir_measures import RR
 
-        main = float(np.mean(self.measures(w, measure))) if isinstance(measure, (list, tuple)) else \
-            self.measure(w, measure)
-        return main + 1e-3 * self.measure(w, RR)
+        parts = list(measure) if isinstance(measure, (list, tuple)) else [measure]
+        vals = self.measures(w, [*parts, RR])
+        return float(np.mean(vals[:-1])) + 1e-3 * vals[-1]
+
+
+def coordinate_ascent(evaluator: FastEvaluator, w: np.ndarray, measure, grid: Sequence[float], rounds: int,
+                      feasible: Callable[[np.ndarray], bool], on_step: Optional[Callable] = None) -> np.ndarray:
+    """Weights from ``w`` on, one coordinate at a time over ``grid``, keeping a change only if it raises the
+    objective and stays ``feasible``; ``rounds`` passes at most. ``on_step(w, objective)`` sees each kept step."""
+    w = np.asarray(w, dtype=float).copy()
+    best = evaluator.objective(w, measure)
+    if on_step:
+        on_step(w, best)
+    for _ in range(rounds):
+        improved = False
+        for j in range(len(w)):
+            for g in grid:
+                if g == w[j]:
+                    continue
+                trial = w.copy()
+                trial[j] = g
+                if not trial.any():
+                    continue
+                val = evaluator.objective(trial, measure)
+                if val > best + 1e-12 and feasible(trial):
+                    best, w, improved = val, trial, True
+                    if on_step:
+                        on_step(w, best)
+        if not improved:
+            break
+    return w
+
+
+def floor_check(evaluator: FastEvaluator, floor_w: Optional[np.ndarray], held: List) -> Callable:
+    """A feasibility test: none of ``held`` below its value for ``floor_w`` on the evaluator's queries."""
+    if floor_w is None:
+        return lambda v: True
+    minimum = evaluator.measures(floor_w, held) - 1e-12
+    return lambda v: bool((evaluator.measures(v, held) >= minimum).all())
+
+
+def bagged_weights(evaluator: FastEvaluator, init: np.ndarray, floor_w: Optional[np.ndarray], held: List, measure,
+                   grid: Sequence[float], rounds: int, bags: int, seed: int) -> np.ndarray:
+    """The mean of the weights that :func:`coordinate_ascent` (with the floor) finds on ``bags`` bootstrap
+    resamples of the queries: a step that only one draw of the slice favours is averaged away."""
+    rng = np.random.default_rng(seed)
+    n = len(evaluator.uq)
+    found = []
+    for _ in range(bags):
+        ev = evaluator.reweighted(rng.multinomial(n, np.full(n, 1.0 / n)).astype(float))
+        feasible = floor_check(ev, floor_w, held)
+        start = init if feasible(init) or floor_w is None else floor_w
+        found.append(coordinate_ascent(ev, start, measure, grid, rounds, feasible))
+    return np.mean(found, axis=0)

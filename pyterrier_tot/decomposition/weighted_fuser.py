@@ -19,7 +19,7 @@ a raw 0, which the fuser cannot tell apart from a real 0.
 
 ``fit`` tunes the weights on held-out queries: the experts run once over the candidates (cached as a matrix of
 normalised scores), then coordinate ascent over a grid of weights evaluates each setting in numpy (Recall@k,
-Success@k, RR or nDCG@k computed directly; other ir_measures measures through ir_measures). Ties on the target
+Success@k and RR from the relevant books' ranks; nDCG@k and the rest through ir_measures). Ties on the target
 measure go to the setting with the higher MRR. ``save(path)`` writes the weights as a ``pt.Artifact`` folder
 (type ``fuser_weights``, format ``json``: ``pt_meta.json`` + ``weights.json``); ``WeightedFuser.load(path,
 experts)`` and ``pt.Artifact.load(path).fuser(experts)`` read it back (``load`` also reads the single JSON file
@@ -45,7 +45,7 @@ import pyterrier_alpha as pta
 from pyterrier_tot._artifact import ToTArtifact, building, damaged, read_meta
 from pyterrier_tot._util import require_columns
 from pyterrier_tot.bars import bar as progress_bar
-from pyterrier_tot.decomposition._fast_eval import FastEvaluator
+from pyterrier_tot.decomposition._fast_eval import FastEvaluator, bagged_weights, coordinate_ascent, floor_check
 from pyterrier_tot.normalise import METHODS, normalise_scores
 from pyterrier_tot.policy import check_result_frame
 
@@ -213,7 +213,7 @@ class WeightedFuser(pt.Transformer):
     # ------------------------------------------------------------------ fitting
     def fit(self, topics: pd.DataFrame, qrels: pd.DataFrame, metric="R@5", candidates=None,
             grid: Sequence[float] = DEFAULT_GRID, rounds: int = 3, init: Optional[Sequence[float]] = None,
-            verbose: bool = False, floor=None, floor_metric=None) -> "WeightedFuser":
+            verbose: bool = False, floor=None, floor_metric=None, bags: int = 0, seed: int = 0) -> "WeightedFuser":
         """Tune the weights by coordinate ascent on ``metric`` (default Recall@5) over held-out queries.
 
         ``topics`` is a candidate frame (has ``docno``; or ``features`` in ``**`` mode), or a query frame with
@@ -223,49 +223,47 @@ class WeightedFuser(pt.Transformer):
         vector (e.g. the base retriever alone); a step is taken only if it keeps each of the ``metric`` measures at
         or above the floor's value on these queries, and the ascent starts from the floor when ``init`` is below it.
         ``floor_metric``: the measures the floor holds on (default the ``metric`` measures), e.g. every cut-off
-        of the Recall@k curve while the objective is a few of them.
-        Returns ``self`` (weights set; ``fit_history`` records each accepted step)."""
+        of the Recall@k curve while the objective is a few of them. ``bags``: if > 0, the ascent runs on that
+        many bootstrap resamples of the queries (``seed``) and the weights are their mean (bagging: a step that
+        one draw of the queries favours by chance is averaged away); the mean is kept only if it holds the
+        floor on the queries themselves, else the plain ascent's weights are (``fit_bagged`` says which).
+        Returns ``self`` (weights set; ``fit_history`` records each accepted step of the plain ascent)."""
         measure = _parse_metric(metric)
         cands = topics if candidates is None else candidates(topics)
         if "docno" not in cands.columns:
             raise ValueError("WeightedFuser.fit needs a candidate frame (with docno) or candidates=a retriever")
+        if int(bags) < 0:
+            raise ValueError(f"WeightedFuser.fit: bags must be >= 0, not {bags!r}")
         feats = self.features(cands)
         evaluator = FastEvaluator(feats, qrels, self.names)
         parts = measure if isinstance(measure, list) else [measure]
         w = np.asarray(init if init is not None else self.weights, dtype=float).copy()
-        feasible = lambda v: True  # noqa: E731
         if floor_metric is not None and floor is None:
             raise ValueError("WeightedFuser.fit: floor_metric needs a floor (the expert names or weights to hold)")
-        if floor is not None:
-            fw = self._floor_weights(floor)
-            held = parts if floor_metric is None else [*np.atleast_1d(_parse_metric(floor_metric))]
-            minimum = evaluator.measures(fw, held) - 1e-12
-            feasible = lambda v: bool((evaluator.measures(v, held) >= minimum).all())  # noqa: E731
-            if not feasible(w):
-                w = fw
-        best = evaluator.objective(w, measure)
-        self.fit_history = [{"weights": w.tolist(), "objective": best}]
-        for _ in range(rounds):
-            improved = False
-            for j in range(self.n):
-                for g in grid:
-                    if g == w[j]:
-                        continue
-                    trial = w.copy()
-                    trial[j] = g
-                    if not trial.any():
-                        continue
-                    val = evaluator.objective(trial, measure)
-                    if val > best + 1e-12 and feasible(trial):
-                        best, w, improved = val, trial, True
-                        self.fit_history.append({"weights": w.tolist(), "objective": best})
-                        if verbose:
-                            print(f"fit: {dict(zip(self.names, w.tolist()))} -> {best:.4f}")
-            if not improved:
-                break
-        self.weights = w
+        fw = None if floor is None else self._floor_weights(floor)
+        held = parts if floor_metric is None else [*np.atleast_1d(_parse_metric(floor_metric))]
+        feasible = floor_check(evaluator, fw, held)
+        if not feasible(w):
+            w = fw
+        self.fit_history = []
+
+        def step(v, objective):
+            self.fit_history.append({"weights": v.tolist(), "objective": objective})
+            if verbose and len(self.fit_history) > 1:
+                print(f"fit: {dict(zip(self.names, v.tolist()))} -> {objective:.4f}")
+
+        plain = coordinate_ascent(evaluator, w, measure, grid, rounds, feasible, step)
+        self.fit_bags, self.fit_bagged = int(bags), False
+        if bags:
+            bagged = bagged_weights(evaluator, w, fw, held, measure, grid, rounds, int(bags), seed)
+            self.fit_bagged = feasible(bagged)
+            plain = bagged if self.fit_bagged else plain
+            if verbose:
+                print(f"fit: mean of {bags} bootstrap fits {dict(zip(self.names, bagged.round(4).tolist()))} "
+                      f"{'kept' if self.fit_bagged else 'below the floor on the queries: the plain fit kept'}")
+        self.weights = plain
         self.fit_metric = ",".join(str(m) for m in parts)
-        self.fit_score = float(np.mean(evaluator.measures(w, parts)))
+        self.fit_score = float(np.mean(evaluator.measures(plain, parts)))
         self.fit_floor = None if floor is None else (floor if isinstance(floor, (str, list)) else
                                                      [float(x) for x in floor])
         self.fit_floor_metric = None if floor is None else ",".join(str(m) for m in held)
@@ -291,7 +289,8 @@ class WeightedFuser(pt.Transformer):
                 "normalise": list(self.normalise), "neutral": list(self.neutral), "rr_k": self.rr_k,
                 "fit_metric": getattr(self, "fit_metric", None), "fit_score": getattr(self, "fit_score", None),
                 "fit_floor": getattr(self, "fit_floor", None),
-                "fit_floor_metric": getattr(self, "fit_floor_metric", None)}
+                "fit_floor_metric": getattr(self, "fit_floor_metric", None),
+                "fit_bags": getattr(self, "fit_bags", None), "fit_bagged": getattr(self, "fit_bagged", None)}
 
     def save(self, path: Union[str, Path], overwrite: bool = True) -> Path:
         """Write the weights (and normalisation settings) as a :class:`FuserWeights` artifact folder, atomically.
@@ -339,6 +338,7 @@ class WeightedFuser(pt.Transformer):
             fuser.fit_metric, fuser.fit_score = d["fit_metric"], d.get("fit_score")
             fuser.fit_floor = d.get("fit_floor")
             fuser.fit_floor_metric = d.get("fit_floor_metric")
+            fuser.fit_bags, fuser.fit_bagged = d.get("fit_bags"), d.get("fit_bagged")
         # where the weights came from: ``pt.Artifact.load(fuser.path)`` opens them again
         fuser.path = Path(str(path.path) if isinstance(path, pt.Artifact) else os.fspath(path)).expanduser()
         return fuser

@@ -1,0 +1,110 @@
+"""The fuser's weight search: the evaluator ranks only the relevant books (equal to ir_measures, ties and several
+relevant books included), weighs queries for bootstrap resamples, and the bagged fit (the mean of the weights
+found on resamples of the slice, kept only if it holds the floor there) is reproducible and saved."""
+import ir_measures
+import numpy as np
+import pandas as pd
+import pytest
+from test_weighted_fuser import synthetic
+
+from pyterrier_tot.decomposition import recipe, weighted_fuser
+from pyterrier_tot.decomposition._fast_eval import FastEvaluator, bagged_weights, floor_check
+from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
+
+MEASURES = [ir_measures.R @ 1, ir_measures.R @ 3, ir_measures.R @ 10, ir_measures.Success @ 2, ir_measures.RR,
+            ir_measures.RR @ 3]
+
+
+def tied_frame(seed=0, n_q=25, n_d=12):
+    rng = np.random.default_rng(seed)
+    rows = [(f"q{i}", f"d{j:02d}") for i in range(n_q) for j in range(n_d)]
+    feats = pd.DataFrame(rows, columns=["qid", "docno"])
+    feats["a"] = rng.integers(0, 3, len(feats)).astype(float)    # few distinct values: many ties
+    feats["b"] = rng.integers(0, 2, len(feats)).astype(float)
+    qrels = []
+    for i in range(n_q):
+        k = 1 + i % 3                                               # one, two or three relevant books
+        qrels += [(f"q{i}", f"d{j:02d}", 1) for j in rng.choice(n_d, k, replace=False)]
+        if i % 5 == 0:
+            qrels.append((f"q{i}", "not-a-candidate", 1))           # relevant, never retrieved
+    return feats.sample(frac=1, random_state=seed), pd.DataFrame(qrels, columns=["qid", "docno", "label"])
+
+
+def ir_measures_values(feats, qrels, w):
+    run = feats.assign(score=feats[["a", "b"]].to_numpy() @ np.asarray(w))
+    # the evaluator breaks ties by docno; ir_measures by docno too, descending: give ties an explicit order
+    run = run.sort_values(["qid", "score", "docno"], ascending=[True, False, True])
+    run["score"] = -run.groupby("qid").cumcount().astype(float)
+    q = qrels.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"})
+    r = ir_measures.calc_aggregate(MEASURES, q, run.rename(columns={"qid": "query_id", "docno": "doc_id"}))
+    return np.array([r[m] for m in MEASURES])
+
+
+@pytest.mark.parametrize("w", [[1.0, 0.0], [0.5, 1.0], [0.0, 0.0], [1.0, 1.0]])
+def test_relevant_ranks_give_ir_measures_values_with_ties_and_several_relevant(w):
+    feats, qrels = tied_frame()
+    ev = FastEvaluator(feats, qrels, ["a", "b"])
+    assert ev.measures(np.array(w), MEASURES) == pytest.approx(ir_measures_values(feats, qrels, w))
+    full = ev.ranks(np.array(w))                                    # the full ranking agrees on the relevant rows
+    assert (full[ev._rel] == ev.relevant_ranks(np.array(w))).all()
+
+
+def test_query_weights_equal_a_slice_with_repeated_queries():
+    feats, qrels = tied_frame(seed=1)
+    ev = FastEvaluator(feats, qrels, ["a", "b"])
+    counts = np.random.default_rng(2).integers(0, 4, len(ev.uq)).astype(float)
+    copies, crels = [], []
+    for q, c in zip(ev.uq, counts):                                 # the resample written out as its own queries
+        for k in range(int(c)):
+            copies.append(feats[feats.qid == q].assign(qid=f"{q}#{k}"))
+            crels.append(qrels[qrels.qid == q].assign(qid=f"{q}#{k}"))
+    rep = FastEvaluator(pd.concat(copies), pd.concat(crels), ["a", "b"])
+    w = np.array([0.7, 1.0])
+    assert ev.reweighted(counts).measures(w, MEASURES) == pytest.approx(rep.measures(w, MEASURES))
+    assert ev.measures(w, MEASURES) == pytest.approx(ir_measures_values(feats, qrels, w))  # the original unchanged
+    with pytest.raises(ValueError, match="cannot weigh queries"):
+        ev.reweighted(counts).measure(w, ir_measures.nDCG @ 5)
+
+
+def test_bagged_fit_is_the_mean_of_resampled_ascents_and_holds_the_floor(tmp_path):
+    c, qrels, experts = synthetic(n_q=60, true_w=(1.0, 0.4, 0.0), seed=5)
+    names = ["base", "other", "noise"]
+    metric, held = ["R@1", "R@5", "RR"], "R@1,R@2,R@5,RR"
+    fit = lambda **kw: WeightedFuser(experts, names=names).fit(  # noqa: E731
+        c, qrels, metric=metric, floor="base", floor_metric=held, init=[1.0, 1.0, 1.0], **kw)
+    plain, bagged = fit(), fit(bags=6, seed=3)
+    assert bagged.fit_bags == 6 and bagged.fit_bagged and plain.fit_bags == 0
+    assert fit(bags=6, seed=3).weights.tolist() == bagged.weights.tolist()      # reproducible for a seed
+    ev = FastEvaluator(bagged.features(c), qrels, names)
+    parts = [ir_measures.parse_measure(m) for m in held.split(",")]
+    floor_w = np.array([1.0, 0.0, 0.0])
+    by_hand = bagged_weights(ev, np.ones(3), floor_w, parts, [ir_measures.parse_measure(m) for m in metric],
+                             weighted_fuser.DEFAULT_GRID, 3, 6, 3)
+    assert bagged.weights == pytest.approx(by_hand)
+    assert floor_check(ev, floor_w, parts)(bagged.weights)                   # the mean holds the floor on the slice
+    assert not np.allclose(bagged.weights / bagged.weights.sum(), plain.weights / plain.weights.sum())
+    again = WeightedFuser.load(bagged.save(tmp_path / "w"), experts)
+    assert (again.fit_bags, again.fit_bagged) == (6, True)
+    with pytest.raises(ValueError, match="bags must be >= 0"):
+        fit(bags=-1)
+
+
+def test_a_bagged_mean_below_the_floor_falls_back_to_the_plain_fit(monkeypatch):
+    c, qrels, experts = synthetic(n_q=60, true_w=(1.0, 0.4, 0.0), seed=5)
+    names = ["base", "other", "noise"]
+    kw = dict(metric=["R@1", "RR"], floor="base", floor_metric="R@1,R@3,RR", init=[1.0, 1.0, 1.0])
+    plain = WeightedFuser(experts, names=names).fit(c, qrels, **kw)
+    monkeypatch.setattr(weighted_fuser, "bagged_weights", lambda *a, **k: np.array([0.0, 0.0, 1.0]))  # noise only
+    fell = WeightedFuser(experts, names=names).fit(c, qrels, bags=4, **kw)
+    assert fell.fit_bagged is False and fell.weights.tolist() == plain.weights.tolist()
+
+
+def test_recipe_weights_are_bagged_under_their_own_key(monkeypatch):
+    monkeypatch.setattr(recipe, "_date_acts", lambda index: False)
+    key = lambda bags: recipe._weights_path("ds", None, None, 300, 0, 100, 50, bags=bags)  # noqa: E731
+    assert recipe.FIT_BAGS > 0 and key(recipe.FIT_BAGS) != key(0)
+    assert recipe._weights_path("ds", None, None, 300, 0, 100, 50) == key(recipe.FIT_BAGS)   # the default is bagged
+    # one ascent keeps the key weights had before bagging, so a cached fit of that kind is found again
+    assert key(0).name == "fuser-ds-" + __import__("hashlib").sha1(__import__("json").dumps(
+        ["ds", None, None, 300, 0, 100, 50, recipe.FIT_METRIC,
+         {"floor": ["dense"], "date": False, "floor_metric": recipe.FLOOR_METRIC}]).encode()).hexdigest()[:10]
