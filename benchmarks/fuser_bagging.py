@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402  (sets HF_HUB_OFFLINE)
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+import pyterrier as pt  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
 from pyterrier_tot.decomposition import bases, recipe  # noqa: E402
@@ -84,7 +85,7 @@ def main():
     rng = np.random.default_rng(0)
     gains = {m: [] for m in methods}
     seconds = {m: 0.0 for m in methods}
-    for s in ptt.tqdm(range(args.splits), desc="halves"):
+    for s in pt.tqdm(range(args.splits), desc="halves"):
         perm = rng.permutation(qids)
         fit_q, held_q = perm[: len(perm) // 2], perm[len(perm) // 2:]
         fq = feats[feats["qid"].isin(fit_q)]

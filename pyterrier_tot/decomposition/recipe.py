@@ -88,9 +88,9 @@ FIT_METRIC = "R@1,R@5,R@10,R@20,R@100,RR"
 #: no depth of the fused ranking is fitted below the base (the objective's six measures alone let R@50 slip).
 FLOOR_METRIC = "R@1,R@2,R@3,R@5,R@10,R@20,R@30,R@50,R@100,RR"
 #: Bootstrap resamples of the tuning slice the fuser is fitted on, their weights averaged (0: one ascent on the
-#: slice). Chosen inside the tuning slice (60 random halves: fit on one, measure on the other): one ascent
-#: fell below the base alone at some measure on 35% of the held-out halves, the mean of 30 bagged fits on 25%,
-#: with a higher mean gain (benchmarks/results/fuser_bagging.md).
+#: slice). Chosen inside the slice (60 random halves, fit on one, measured on the other; mpnet base): one ascent
+#: fell below the base somewhere on 35% of the held-out halves (at R@5 on 20%), the bagged mean on 30% (13%),
+#: with a higher mean gain; a small edge, within noise (benchmarks/results/fuser_bagging.md).
 FIT_BAGS = 30
 #: Books per query of the recipe's ranking: the fused candidates, then the rest of the base's ranking.
 DEPTH = 1000
