@@ -49,6 +49,17 @@ def test_relevant_ranks_give_ir_measures_values_with_ties_and_several_relevant(w
     assert (full[ev._rel] == ev.relevant_ranks(np.array(w))).all()
 
 
+def test_no_relevant_candidate_and_the_sorting_path_give_the_same_values(monkeypatch):
+    from pyterrier_tot.decomposition import _fast_eval
+
+    feats, qrels = tied_frame(seed=3)
+    none = FastEvaluator(feats, qrels.assign(docno="not-a-candidate"), ["a", "b"])   # no relevant book retrieved
+    assert none.measures(np.array([1.0, 1.0]), MEASURES).tolist() == [0.0] * len(MEASURES)
+    want = FastEvaluator(feats, qrels, ["a", "b"]).measures(np.array([0.3, 1.0]), MEASURES)
+    monkeypatch.setattr(_fast_eval, "PAD_LIMIT", 0)                 # too many comparisons: the full sort is used
+    assert FastEvaluator(feats, qrels, ["a", "b"]).measures(np.array([0.3, 1.0]), MEASURES) == pytest.approx(want)
+
+
 def test_query_weights_equal_a_slice_with_repeated_queries():
     feats, qrels = tied_frame(seed=1)
     ev = FastEvaluator(feats, qrels, ["a", "b"])
@@ -74,6 +85,7 @@ def test_bagged_fit_is_the_mean_of_resampled_ascents_and_holds_the_floor(tmp_pat
         c, qrels, metric=metric, floor="base", floor_metric=held, init=[1.0, 1.0, 1.0], **kw)
     plain, bagged = fit(), fit(bags=6, seed=3)
     assert bagged.fit_bags == 6 and bagged.fit_bagged and plain.fit_bags == 0
+    assert bagged.fit_history[-1]["bagged"] and bagged.fit_history[-1]["weights"] == bagged.weights.tolist()
     assert fit(bags=6, seed=3).weights.tolist() == bagged.weights.tolist()      # reproducible for a seed
     ev = FastEvaluator(bagged.features(c), qrels, names)
     parts = [ir_measures.parse_measure(m) for m in held.split(",")]
@@ -84,9 +96,12 @@ def test_bagged_fit_is_the_mean_of_resampled_ascents_and_holds_the_floor(tmp_pat
     assert floor_check(ev, floor_w, parts)(bagged.weights)                   # the mean holds the floor on the slice
     assert not np.allclose(bagged.weights / bagged.weights.sum(), plain.weights / plain.weights.sum())
     again = WeightedFuser.load(bagged.save(tmp_path / "w"), experts)
-    assert (again.fit_bags, again.fit_bagged) == (6, True)
-    with pytest.raises(ValueError, match="bags must be >= 0"):
-        fit(bags=-1)
+    assert (again.fit_bags, again.fit_bagged, again.fit_seed) == (6, True, 3)
+    for bad in (-1, 0.5, True):
+        with pytest.raises(ValueError, match="bags must be a whole number"):
+            fit(bags=bad)
+    with pytest.raises(ValueError, match="cannot be weighed"):     # refused before any ascent runs
+        WeightedFuser(experts, names=names).fit(c, qrels, metric=["R@1", "nDCG@5"], bags=2)
 
 
 def test_a_bagged_mean_below_the_floor_falls_back_to_the_plain_fit(monkeypatch):

@@ -12,6 +12,11 @@ import pandas as pd
 
 from pyterrier_tot._util import require_columns
 
+#: Measures computed from the relevant rows' ranks (others go through ir_measures, which cannot weigh queries).
+FAST_MEASURES = ("R", "Success", "RR")
+#: Above this many (relevant row x candidate) comparisons, the relevant ranks come from a full sort.
+PAD_LIMIT = 20_000_000
+
 
 class FastEvaluator:
     """Evaluates weight vectors on a cached feature frame with numpy (no re-running of experts)."""
@@ -65,6 +70,8 @@ class FastEvaluator:
 
     def relevant_ranks(self, w: np.ndarray) -> np.ndarray:
         """The rank (as :meth:`ranks` gives it) of each relevant row (``self._rel``) under weights ``w``."""
+        if len(self._rel) * self._pad.shape[1] > PAD_LIMIT:  # many relevant rows x long lists: sort instead
+            return self.ranks(np.asarray(w, dtype=float))[self._rel]
         s = self.X @ np.asarray(w, dtype=float)
         rel, g = self._rel, self.group[self._rel]
         rows = self._pad[g]
@@ -86,7 +93,7 @@ class FastEvaluator:
         for m in measures:
             name, cutoff = m.NAME, m.params.get("cutoff")
             if name in ("R", "Success") and cutoff:
-                hit = np.bincount(g, weights=(rr <= cutoff).astype(float), minlength=len(self.uq))
+                hit = np.bincount(g, weights=(rr <= cutoff).astype(float), minlength=len(self.uq)).astype(float)
                 per_q = (hit > 0).astype(float) if name == "Success" else \
                     np.divide(hit, self.n_rel, out=np.zeros_like(hit), where=self.n_rel > 0)
                 out.append(self._mean(per_q))
@@ -121,6 +128,26 @@ class FastEvaluator:
         parts = list(measure) if isinstance(measure, (list, tuple)) else [measure]
         vals = self.measures(w, [*parts, RR])
         return float(np.mean(vals[:-1])) + 1e-3 * vals[-1]
+
+
+def parse_metric(metric):
+    """One measure, or a list of them (a list, or a string naming several) whose mean the fit maximises."""
+    from pyterrier_tot.evaluation import parse_measure, parse_measures
+
+    if isinstance(metric, (list, tuple)) or (isinstance(metric, str) and "," in metric):
+        return parse_measures(metric)
+    return parse_measure(metric)
+
+
+def check_bags(bags, measures: Sequence) -> int:
+    """``bags`` as a whole number >= 0; with bags, every measure must be one the evaluator can weigh per query."""
+    if isinstance(bags, bool) or not float(bags).is_integer() or bags < 0:
+        raise ValueError(f"WeightedFuser.fit: bags must be a whole number >= 0, not {bags!r}")
+    slow = [str(m) for m in measures if m.NAME not in FAST_MEASURES or (m.NAME != "RR" and not m.params.get("cutoff"))]
+    if bags and slow:
+        raise ValueError(f"WeightedFuser.fit: bags resample queries, which {slow} (through ir_measures) cannot be "
+                         "weighed for; use R@k, Success@k or RR")
+    return int(bags)
 
 
 def coordinate_ascent(evaluator: FastEvaluator, w: np.ndarray, measure, grid: Sequence[float], rounds: int,

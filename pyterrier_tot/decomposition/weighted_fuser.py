@@ -45,7 +45,14 @@ import pyterrier_alpha as pta
 from pyterrier_tot._artifact import ToTArtifact, building, damaged, read_meta
 from pyterrier_tot._util import require_columns
 from pyterrier_tot.bars import bar as progress_bar
-from pyterrier_tot.decomposition._fast_eval import FastEvaluator, bagged_weights, coordinate_ascent, floor_check
+from pyterrier_tot.decomposition._fast_eval import (
+    FastEvaluator,
+    bagged_weights,
+    check_bags,
+    coordinate_ascent,
+    floor_check,
+)
+from pyterrier_tot.decomposition._fast_eval import parse_metric as _parse_metric
 from pyterrier_tot.normalise import METHODS, normalise_scores
 from pyterrier_tot.policy import check_result_frame
 
@@ -61,15 +68,6 @@ def _as_list(value, n: int, what: str) -> list:
             raise ValueError(f"WeightedFuser: {len(value)} {what} given for {n} experts")
         return list(value)
     return [value] * n
-
-
-def _parse_metric(metric):
-    """One measure, or a list of them (a list, or a string naming several) whose mean the fit maximises."""
-    from pyterrier_tot.evaluation import parse_measure, parse_measures
-
-    if isinstance(metric, (list, tuple)) or (isinstance(metric, str) and "," in metric):
-        return parse_measures(metric)
-    return parse_measure(metric)
 
 
 def empty_fused(inp: pd.DataFrame) -> pd.DataFrame:
@@ -223,17 +221,15 @@ class WeightedFuser(pt.Transformer):
         vector (e.g. the base retriever alone); a step is taken only if it keeps each of the ``metric`` measures at
         or above the floor's value on these queries, and the ascent starts from the floor when ``init`` is below it.
         ``floor_metric``: the measures the floor holds on (default the ``metric`` measures), e.g. every cut-off
-        of the Recall@k curve while the objective is a few of them. ``bags``: if > 0, the ascent runs on that
-        many bootstrap resamples of the queries (``seed``) and the weights are their mean (bagging: a step that
-        one draw of the queries favours by chance is averaged away); the mean is kept only if it holds the
-        floor on the queries themselves, else the plain ascent's weights are (``fit_bagged`` says which).
-        Returns ``self`` (weights set; ``fit_history`` records each accepted step of the plain ascent)."""
+        of the Recall@k curve while the objective is a few of them. ``bags`` > 0: the weights are the mean of the
+        ascents on that many bootstrap resamples of the queries (``seed``), kept only if that mean holds the floor
+        on the queries themselves (``fit_bagged``). Returns ``self``; ``fit_history``: each accepted step."""
         measure = _parse_metric(metric)
         cands = topics if candidates is None else candidates(topics)
         if "docno" not in cands.columns:
             raise ValueError("WeightedFuser.fit needs a candidate frame (with docno) or candidates=a retriever")
-        if int(bags) < 0:
-            raise ValueError(f"WeightedFuser.fit: bags must be >= 0, not {bags!r}")
+        held = [*np.atleast_1d(_parse_metric(floor_metric))] if floor_metric is not None else None
+        bags = check_bags(bags, [*np.atleast_1d(measure), *(held or [])])
         feats = self.features(cands)
         evaluator = FastEvaluator(feats, qrels, self.names)
         parts = measure if isinstance(measure, list) else [measure]
@@ -241,7 +237,7 @@ class WeightedFuser(pt.Transformer):
         if floor_metric is not None and floor is None:
             raise ValueError("WeightedFuser.fit: floor_metric needs a floor (the expert names or weights to hold)")
         fw = None if floor is None else self._floor_weights(floor)
-        held = parts if floor_metric is None else [*np.atleast_1d(_parse_metric(floor_metric))]
+        held = parts if held is None else held
         feasible = floor_check(evaluator, fw, held)
         if not feasible(w):
             w = fw
@@ -253,11 +249,14 @@ class WeightedFuser(pt.Transformer):
                 print(f"fit: {dict(zip(self.names, v.tolist()))} -> {objective:.4f}")
 
         plain = coordinate_ascent(evaluator, w, measure, grid, rounds, feasible, step)
-        self.fit_bags, self.fit_bagged = int(bags), False
+        self.fit_bags, self.fit_bagged, self.fit_seed = bags, False, int(seed)
         if bags:
-            bagged = bagged_weights(evaluator, w, fw, held, measure, grid, rounds, int(bags), seed)
+            bagged = bagged_weights(evaluator, w, fw, held, measure, grid, rounds, bags, seed)
             self.fit_bagged = feasible(bagged)
-            plain = bagged if self.fit_bagged else plain
+            if self.fit_bagged:
+                plain = bagged
+                self.fit_history.append({"weights": bagged.tolist(), "objective": evaluator.objective(bagged, measure),
+                                         "bagged": True})
             if verbose:
                 print(f"fit: mean of {bags} bootstrap fits {dict(zip(self.names, bagged.round(4).tolist()))} "
                       f"{'kept' if self.fit_bagged else 'below the floor on the queries: the plain fit kept'}")
@@ -290,7 +289,8 @@ class WeightedFuser(pt.Transformer):
                 "fit_metric": getattr(self, "fit_metric", None), "fit_score": getattr(self, "fit_score", None),
                 "fit_floor": getattr(self, "fit_floor", None),
                 "fit_floor_metric": getattr(self, "fit_floor_metric", None),
-                "fit_bags": getattr(self, "fit_bags", None), "fit_bagged": getattr(self, "fit_bagged", None)}
+                "fit_bags": getattr(self, "fit_bags", 0), "fit_bagged": getattr(self, "fit_bagged", False),
+                "fit_seed": getattr(self, "fit_seed", None)}
 
     def save(self, path: Union[str, Path], overwrite: bool = True) -> Path:
         """Write the weights (and normalisation settings) as a :class:`FuserWeights` artifact folder, atomically.
@@ -338,7 +338,8 @@ class WeightedFuser(pt.Transformer):
             fuser.fit_metric, fuser.fit_score = d["fit_metric"], d.get("fit_score")
             fuser.fit_floor = d.get("fit_floor")
             fuser.fit_floor_metric = d.get("fit_floor_metric")
-            fuser.fit_bags, fuser.fit_bagged = d.get("fit_bags"), d.get("fit_bagged")
+            fuser.fit_bags, fuser.fit_bagged = d.get("fit_bags") or 0, bool(d.get("fit_bagged"))
+            fuser.fit_seed = d.get("fit_seed")
         # where the weights came from: ``pt.Artifact.load(fuser.path)`` opens them again
         fuser.path = Path(str(path.path) if isinstance(path, pt.Artifact) else os.fspath(path)).expanduser()
         return fuser
