@@ -9,7 +9,7 @@ import pytest
 from conftest import TINY_BOOKS
 from test_bases import TinyDataset
 
-from pyterrier_tot.decomposition import recipe, second_stage
+from pyterrier_tot.decomposition import mined_cross_encoder, recipe, second_stage
 from pyterrier_tot.index import BookIndex
 from pyterrier_tot.rerank.cross_encoder import CrossEncoderReranker
 
@@ -80,7 +80,7 @@ def test_fine_tuned_cross_encoder_names_every_training_setting(tmp_path, monkeyp
         return out
 
     monkeypatch.setattr(cross_encoder, "train_cross_encoder", fake_train)
-    monkeypatch.setattr(second_stage, "cross_encoder_groups", lambda *a, **k: [("q", "gold", ["other"])])
+    monkeypatch.setattr(mined_cross_encoder, "cross_encoder_groups", lambda *a, **k: [("q", "gold", ["other"])])
     ds = SimpleNamespace(name="tiny")
     plain = recipe.fine_tuned_cross_encoder(ds, index=object(), verbose=False)
     head = recipe.fine_tuned_cross_encoder(ds, index=object(), head_lr=1e-3, verbose=False)

@@ -54,6 +54,14 @@ from pyterrier_tot.decomposition.bases import (  # noqa: F401  (the recipe's pub
 )
 from pyterrier_tot.decomposition.date_expert import DateExpert
 from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert
+from pyterrier_tot.decomposition.mined_cross_encoder import (  # noqa: F401  (re-exported)
+    CE_MAX_LENGTH,
+    CE_NEGATIVES,
+    CE_QUERY_TOKENS,
+    CE_STEPS,
+    cross_encoder_groups,
+    fine_tuned_cross_encoder,
+)
 from pyterrier_tot.decomposition.pipeline import DecompositionPipeline, decomposition_pipeline
 from pyterrier_tot.decomposition.protocol import (  # noqa: F401
     REDDIT_TUNING_FINGERPRINT,
@@ -67,14 +75,6 @@ from pyterrier_tot.decomposition.protocol import (  # noqa: F401
     training_info,
     training_rest,
     tuning_split,
-)
-from pyterrier_tot.decomposition.second_stage import (  # noqa: F401  (the zero-shot-init cross-encoder)
-    CE_MAX_LENGTH,
-    CE_NEGATIVES,
-    CE_QUERY_TOKENS,
-    CE_STEPS,
-    cross_encoder_groups,
-    fine_tuned_cross_encoder,
 )
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
 

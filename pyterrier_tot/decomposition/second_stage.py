@@ -23,7 +23,6 @@ from typing import List, Optional
 import pyterrier as pt
 
 from pyterrier_tot._util import cache_dir
-from pyterrier_tot.decomposition.bases import HN_DEPTH
 from pyterrier_tot.decomposition.protocol import TUNING_QUERIES, complete_model, dataset_tag, train_data
 
 #: How the recipe's cross-encoder is trained (``recipe_cross_encoder``'s defaults; ``max_steps`` None: whole
@@ -99,54 +98,4 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
                         lr=s["lr"], head_lr=s["head_lr"], batch_queries=s["batch_queries"], max_length=s["max_length"],
                         max_query_tokens=s["max_query_tokens"], max_steps=s["max_steps"], show_progress_bar=verbose,
                         extra_metadata={"mined_from": f"recipe top {s['mine_depth']}", "init": str(base_path)})
-    return str(out)
-
-
-#: Cross-encoder of the recipe: negatives per query, sequence lengths, steps (the CPU budget; None = 1 epoch).
-CE_NEGATIVES, CE_MAX_LENGTH, CE_QUERY_TOKENS, CE_STEPS = 3, 160, 96, 100
-
-
-def cross_encoder_groups(dataset, index, n_negatives: int = CE_NEGATIVES, depth: int = HN_DEPTH, seed: int = 0,
-                         n: int = TUNING_QUERIES) -> list:
-    """(query, gold text, negative texts) groups on the training queries outside the tuning slice, negatives
-    mined from BM25 and zero-shot MiniLM (gold excluded), in a seeded random order."""
-    from pyterrier_tot.decomposition.expert_training import build_examples
-    from pyterrier_tot.decomposition.hard_negatives import mine_hard_negatives, sample_negatives
-
-    rest, qrels = train_data(dataset, "rest", n)
-    mined = mine_hard_negatives(rest, qrels, {"bm25": index.bm25(), "dense": index.dense()}, depth=depth)
-    examples = build_examples(rest, qrels, index.corpus, sample_negatives(mined, n_negatives, seed=seed), n_negatives)
-    return [(ex[0], ex[1], list(ex[2:])) for ex in examples]
-
-
-def fine_tuned_cross_encoder(dataset, index=None, n_negatives: int = CE_NEGATIVES, max_steps: Optional[int] = CE_STEPS,
-                             max_length: int = CE_MAX_LENGTH, max_query_tokens: int = CE_QUERY_TOKENS,
-                             n: int = TUNING_QUERIES, train: bool = True, verbose: bool = True,
-                             **train_kwargs) -> Optional[str]:
-    """The recipe's cross-encoder (MiniLM weights, new head) trained on the training queries outside the tuning
-    slice with mined negatives; cached as an artifact (``train=False``: ``None`` when not cached). The default
-    ``max_steps`` is the CPU budget: with ``batch_queries`` 4 that is 400 of the 1,553 queries. Every setting in
-    ``train_kwargs`` (``lr``, ``head_lr``, ``epochs``, ...) is part of the folder's name, so a model trained one way
-    is never reused as another."""
-    from pyterrier_tot.index import BookIndex
-    from pyterrier_tot.rerank.cross_encoder import train_cross_encoder
-
-    tag = "reddit" if dataset.name == "reddit-tomt-books" else dataset.name
-    batch = train_kwargs.get("batch_queries", 4)
-    tail = f"-lr{train_kwargs['lr']:g}" if "lr" in train_kwargs else ""   # other settings follow the older name
-    tail += "".join(f"-{k.replace('_', '')}{v:g}" if isinstance(v, float) else f"-{k.replace('_', '')}{v}"
-                    for k, v in sorted(train_kwargs.items()) if k not in ("lr", "batch_queries") and v is not None)
-    out = cache_dir() / "models" / (f"ce-minilm-{tag}-train-minus-fit{n}-neg{n_negatives}-L{max_length}"
-                                    f"-b{batch}-s{max_steps or 'epoch'}{tail}")
-    if (out / "pt_meta.json").is_file():
-        return str(out)
-    if not train:
-        return None
-    index = index if index is not None else BookIndex(dataset)
-    groups = cross_encoder_groups(dataset, index, n_negatives, n=n)
-    if verbose:
-        print(f"training the cross-encoder on {len(groups)} groups ({max_steps or 'all'} steps) into {out}")
-    train_cross_encoder(groups, out, n_negatives=n_negatives, max_steps=max_steps, max_length=max_length,
-                        max_query_tokens=max_query_tokens, extra_metadata={"mined_from": ["bm25", "dense zero-shot"]},
-                        **train_kwargs)
     return str(out)
