@@ -49,6 +49,18 @@ def test_relevant_ranks_give_ir_measures_values_with_ties_and_several_relevant(w
     assert (full[ev._rel] == ev.relevant_ranks(np.array(w))).all()
 
 
+def test_queries_without_judgements_are_left_out_and_zero_judged_count_as_ir_measures_does():
+    feats, qrels = tied_frame(seed=4)
+    unjudged = feats.assign(qid="u-" + feats["qid"].astype(str))   # the same books, queries with no qrels at all
+    zero = qrels[qrels.qid == "q1"].assign(label=0)                 # q1 judged, nothing relevant: counts with 0
+    qrels = pd.concat([qrels[qrels.qid != "q1"], zero])
+    both = pd.concat([feats, unjudged])
+    for w in ([1.0, 0.0], [0.4, 1.0]):
+        ev = FastEvaluator(both, qrels, ["a", "b"])
+        assert ev.measures(np.array(w), MEASURES) == pytest.approx(ir_measures_values(both, qrels, w))
+        assert ev.measures(np.array(w), MEASURES) == pytest.approx(ir_measures_values(feats, qrels, w))
+
+
 def test_no_relevant_candidate_and_the_sorting_path_give_the_same_values(monkeypatch):
     from pyterrier_tot.decomposition import _fast_eval
 

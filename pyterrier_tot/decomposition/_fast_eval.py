@@ -38,9 +38,11 @@ class FastEvaluator:
         self.gain = np.array([rel.get(k, 0.0) for k in zip(self.qid_sorted, self.docnos)])
         uq, self.starts = np.unique(self.qid_sorted, return_index=True)
         self.uq = uq
-        # the mean runs over the queries of the candidate frame (qrels may cover a larger split)
+        # the mean runs over the queries of the candidate frame (qrels may cover a larger split) that have qrels:
+        # like ir_measures, a query without any judgement is left out (one judged only 0 counts, with 0)
         self.n_queries = max(len(uq), 1)
         self.qweight = np.ones(len(uq))
+        self.judged = np.isin(uq, q["qid"].unique()).astype(float)
         self.n_rel = q[q["label"] > 0].groupby("qid").size().reindex(uq).fillna(0).to_numpy()
         sizes = np.diff(np.append(self.starts, len(self.qid_sorted)))
         self.group = np.repeat(np.arange(len(uq)), sizes)
@@ -81,8 +83,9 @@ class FastEvaluator:
         return before.sum(axis=1) + 1
 
     def _mean(self, per_q: np.ndarray) -> float:
-        total = self.qweight.sum()
-        return float(per_q @ self.qweight / total) if total > 0 else 0.0
+        weight = self.qweight * self.judged
+        total = weight.sum()
+        return float(per_q @ weight / total) if total > 0 else 0.0
 
     def measures(self, w: np.ndarray, measures: Sequence) -> np.ndarray:
         """The value of each of ``measures`` for weights ``w`` (the relevant books are ranked once)."""
