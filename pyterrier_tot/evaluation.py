@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
+import numpy as np
 import pandas as pd
 import pyterrier as pt
 from ir_measures import RR, R, Success, nDCG
@@ -137,9 +138,11 @@ def write_trec_run(results: pd.DataFrame, path: Union[str, os.PathLike], run_nam
                    depth: Optional[int] = 1000) -> Path:
     """Write a result frame as a TREC run file (``qid Q0 docno rank score run_name``) through ``pt.io``.
 
-    Before writing: ranks are recomputed from the scores within each query (from 1), ``depth`` keeps the top of
-    each query, and an empty frame, whitespace in ids or the run name, or a docno twice for a qid raise an
-    error naming the values.
+    Before writing: ranks are recomputed from the scores within each query (from 1; equal scores in trec_eval's
+    order, docno descending), ``depth`` keeps the top of each query, and an empty frame, a missing or non-finite
+    score, whitespace in ids or the run name, or a docno twice for a qid raise an error naming the values.
+    Scores are written at full precision (the shortest text that reads back as the same float), so no two books
+    the frame ranks apart are tied in the file.
     """
     require_columns(results, ["qid", "docno", "score"], "write_trec_run")
     if len(results) == 0:
@@ -158,15 +161,23 @@ def write_trec_run(results: pd.DataFrame, path: Union[str, os.PathLike], run_nam
     if dup.any():
         raise ValueError(f"write_trec_run: docno(s) appear twice for the same qid: "
                          f"{res.loc[dup, ['qid', 'docno']].values.tolist()[:5]}")
-    res = res.sort_values(["qid", "score"], ascending=[True, False], kind="stable")
+    res["score"] = pd.to_numeric(res["score"], errors="coerce").astype(float)
+    bad = ~np.isfinite(res["score"].to_numpy())
+    if bad.any():
+        raise ValueError(f"write_trec_run: score must be a finite number; (qid, docno) with a missing, NaN or "
+                         f"infinite score: {res.loc[bad, ['qid', 'docno']].values.tolist()[:5]}")
+    # trec_eval orders a query by score and breaks ties by docno, descending: the ranks written follow that
+    # order, so the file's ranks, its scores and what trec_eval / ir_measures evaluate agree
+    res = res.sort_values(["qid", "score", "docno"], ascending=[True, False, False], kind="stable")
     res["rank"] = res.groupby("qid").cumcount() + 1
     if depth is not None:
         res = res[res["rank"] <= depth]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    # fixed 6-decimal scores: byte-stable files (pt.io would write Python's shortest float repr)
-    pt.io.write_results(res.assign(score=res["score"].map("{:.6f}".format)), str(path), format="trec",
-                        run_name=run_name)
+    # each score as the shortest text that reads back as the same float: rounding (e.g. to 6 decimals) would
+    # tie books the frame ranks apart (1e-9-scale generative scores, saturated cross-encoder scores), and
+    # trec_eval would then re-order them by docno
+    pt.io.write_results(res.assign(score=res["score"].map(repr)), str(path), format="trec", run_name=run_name)
     return path
 
 

@@ -9,8 +9,8 @@ def test_run_file_format(tmp_path):
                         "score": [0.5, 1.0, 3.0, 2.0], "rank": [0, 2, 0, 1]})
     path = ptt.write_trec_run(res, tmp_path / "sub" / "my.run", run_name="myrun")
     lines = [line.split() for line in path.read_text().splitlines()]
-    assert lines == [["1", "Q0", "b", "1", "3.000000", "myrun"], ["1", "Q0", "c", "2", "2.000000", "myrun"],
-                     ["1", "Q0", "a", "3", "1.000000", "myrun"], ["2", "Q0", "x", "1", "0.500000", "myrun"]]
+    assert lines == [["1", "Q0", "b", "1", "3.0", "myrun"], ["1", "Q0", "c", "2", "2.0", "myrun"],
+                     ["1", "Q0", "a", "3", "1.0", "myrun"], ["2", "Q0", "x", "1", "0.5", "myrun"]]
     back = ptt.read_trec_run(path)
     assert back["rank"].tolist() == [1, 2, 3, 1] and back["qid"].tolist() == ["1", "1", "1", "2"]
     short = ptt.write_trec_run(res, tmp_path / "d.run", depth=1)
@@ -29,6 +29,28 @@ def test_run_file_bad_input(tmp_path):
         ptt.write_trec_run(ok.assign(docno=["a b"]), tmp_path / "r")
     with pytest.raises(ValueError, match="twice"):
         ptt.write_trec_run(pd.concat([ok, ok]), tmp_path / "r")
+    for bad in (float("nan"), float("inf"), None):
+        with pytest.raises(ValueError, match="finite"):
+            ptt.write_trec_run(ok.assign(score=[bad]), tmp_path / "r")
+
+
+@pytest.mark.parametrize("scores", [[0.9999999, 0.9999998, 0.9999995],            # saturated, distinct
+                                    [3e-9, 2e-9, 1e-12],                          # generative likelihoods
+                                    [1.0, 1.0, 0.5]])                             # a real tie
+def test_run_file_evaluates_as_the_frame_does(tmp_path, scores):
+    import ir_measures
+
+    res = pd.DataFrame({"qid": ["q1"] * 3, "docno": ["a", "b", "c"], "score": scores})
+    qrels = pd.DataFrame({"query_id": ["q1"], "doc_id": ["a"], "relevance": [1]})
+    ms = [ir_measures.RR, ir_measures.R @ 1]
+    frame = ir_measures.calc_aggregate(ms, qrels, res.rename(columns={"qid": "query_id", "docno": "doc_id"}))
+    back = ptt.read_trec_run(ptt.write_trec_run(res, tmp_path / "r.run"))
+    assert back["score"].tolist() == sorted(scores, reverse=True)            # read back exactly
+    assert ir_measures.calc_aggregate(ms, qrels, back.rename(columns={"qid": "query_id", "docno": "doc_id"})) \
+        == pytest.approx(frame)
+    # the ranks written are the order trec_eval evaluates: a tie goes docno descending (b before a)
+    assert back.sort_values("rank")["docno"].tolist() == (["b", "a", "c"] if scores[0] == scores[1] else
+                                                          ["a", "b", "c"])
 
 
 def test_measures():

@@ -244,9 +244,10 @@ def _check_order(qid: str, rows: list, fail, ranks: bool = True) -> None:
 
 
 def fix_ranks(run: Union[str, os.PathLike], output: Union[str, os.PathLike, None] = None) -> Path:
-    """Rewrite a run file with each query's ranks renumbered 1, 2, 3, ... by descending score (the file's order
-    breaks ties), through :func:`~pyterrier_tot.evaluation.write_trec_run`; ``output`` defaults to ``run``
-    itself. The run tag is kept; a file with several tags or unreadable lines is refused (fix those by hand)."""
+    """Rewrite a run file with each query's ranks renumbered 1, 2, 3, ... by descending score (equal scores in
+    trec_eval's order, docno descending), through :func:`~pyterrier_tot.evaluation.write_trec_run`; ``output``
+    defaults to ``run`` itself. The run tag is kept; a file with several tags or unreadable lines is refused (fix
+    those by hand)."""
     from pyterrier_tot.evaluation import read_trec_run, write_trec_run
 
     report = check_run(run)
