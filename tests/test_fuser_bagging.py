@@ -31,10 +31,7 @@ def tied_frame(seed=0, n_q=25, n_d=12):
 
 
 def ir_measures_values(feats, qrels, w):
-    run = feats.assign(score=feats[["a", "b"]].to_numpy() @ np.asarray(w))
-    # the evaluator breaks ties by docno; ir_measures by docno too, descending: give ties an explicit order
-    run = run.sort_values(["qid", "score", "docno"], ascending=[True, False, True])
-    run["score"] = -run.groupby("qid").cumcount().astype(float)
+    run = feats.assign(score=feats[["a", "b"]].to_numpy() @ np.asarray(w))   # ties as they come: trec_eval's order
     q = qrels.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"})
     r = ir_measures.calc_aggregate(MEASURES, q, run.rename(columns={"qid": "query_id", "docno": "doc_id"}))
     return np.array([r[m] for m in MEASURES])
@@ -59,6 +56,20 @@ def test_queries_without_judgements_are_left_out_and_zero_judged_count_as_ir_mea
         ev = FastEvaluator(both, qrels, ["a", "b"])
         assert ev.measures(np.array(w), MEASURES) == pytest.approx(ir_measures_values(both, qrels, w))
         assert ev.measures(np.array(w), MEASURES) == pytest.approx(ir_measures_values(feats, qrels, w))
+
+
+def test_duplicated_qrels_rows_count_once_and_a_fit_without_judged_queries_is_refused():
+    feats, qrels = tied_frame(seed=5)
+    doubled = pd.concat([qrels, qrels.head(7)])                      # a pair listed twice is one relevant book
+    w = np.array([0.6, 1.0])
+    assert FastEvaluator(feats, doubled, ["a", "b"]).measures(w, MEASURES) == \
+        pytest.approx(ir_measures_values(feats, qrels, w))
+    other = qrels.assign(qid=qrels["qid"].str.replace("q", "", regex=False))   # "0".."24": none matches "q0"..
+    with pytest.raises(ValueError, match="no query of the candidate frame has qrels"):
+        FastEvaluator(feats, other, ["a", "b"])
+    frame = feats.drop(columns=["a", "b"]).assign(features=list(feats[["a", "b"]].to_numpy()))
+    with pytest.raises(ValueError, match="no query of the candidate frame has qrels"):
+        WeightedFuser(None, weights=[1.0, 1.0], names=["a", "b"], normalise="none").fit(frame, other, bags=3)
 
 
 def test_no_relevant_candidate_and_the_sorting_path_give_the_same_values(monkeypatch):

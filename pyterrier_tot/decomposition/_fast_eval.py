@@ -28,6 +28,7 @@ class FastEvaluator:
             q["label"] = 1
         q["qid"] = q["qid"].astype(str)
         q["docno"] = q["docno"].astype(str)
+        q = q.drop_duplicates(["qid", "docno"], keep="last")  # a pair listed twice is one relevant book
         self.qrels = q
         qids = feats["qid"].astype(str).to_numpy()
         order = np.argsort(qids, kind="stable")
@@ -43,17 +44,23 @@ class FastEvaluator:
         self.n_queries = max(len(uq), 1)
         self.qweight = np.ones(len(uq))
         self.judged = np.isin(uq, q["qid"].unique()).astype(float)
+        if len(uq) and not self.judged.any():
+            raise ValueError(f"no query of the candidate frame has qrels (candidate qids {list(uq[:3])}, qrels qids "
+                             f"{list(q['qid'].unique()[:3])}): the fit would have nothing to measure")
         self.n_rel = q[q["label"] > 0].groupby("qid").size().reindex(uq).fillna(0).to_numpy()
         sizes = np.diff(np.append(self.starts, len(self.qid_sorted)))
         self.group = np.repeat(np.arange(len(uq)), sizes)
-        # deterministic tie-break by docno
-        self._tiebreak = pd.factorize(self.docnos, sort=True)[0]
+        # equal scores as ir_measures orders them: docno descending (trec_eval's order; pytrec_eval gives R@k,
+        # Success@k and RR), ascending for RR@k (its msmarco provider)
+        self._tb_asc = pd.factorize(self.docnos, sort=True)[0]
+        self._tiebreak = self._tb_asc.max(initial=0) - self._tb_asc
         # each relevant row is compared with the rows of its own query, laid out as a padded matrix
         self._rel = np.flatnonzero(self.gain > 0)
         pos = np.arange(len(self.group)) - self.starts[self.group] if len(self.group) else np.zeros(0, int)
         self._pad = np.full((len(uq), int(sizes.max()) if len(sizes) else 0), -1)
         self._pad[self.group, pos] = np.arange(len(self.group))
         self._pad_tb = np.where(self._pad >= 0, self._tiebreak[self._pad], np.iinfo(np.int64).max)
+        self._pad_tb_asc = np.where(self._pad >= 0, self._tb_asc[self._pad], np.iinfo(np.int64).max)
 
     def reweighted(self, qweight: np.ndarray) -> "FastEvaluator":
         """The same evaluator with a weight per query (in ``self.uq`` order), e.g. bootstrap counts."""
@@ -62,24 +69,26 @@ class FastEvaluator:
         other.qweight = np.asarray(qweight, dtype=float)
         return other
 
-    def ranks(self, w: np.ndarray) -> np.ndarray:
+    def ranks(self, w: np.ndarray, ascending: bool = False) -> np.ndarray:
+        """Each row's rank in its query under weights ``w``, equal scores by docno (descending by default)."""
         s = self.X @ w
-        order = np.lexsort((self._tiebreak, -s, self.group))
+        order = np.lexsort((self._tb_asc if ascending else self._tiebreak, -s, self.group))
         ranks = np.empty(len(s), dtype=int)
         pos = np.arange(len(s)) - self.starts[self.group[order]]
         ranks[order] = pos + 1
         return ranks
 
-    def relevant_ranks(self, w: np.ndarray) -> np.ndarray:
+    def relevant_ranks(self, w: np.ndarray, ascending: bool = False) -> np.ndarray:
         """The rank (as :meth:`ranks` gives it) of each relevant row (``self._rel``) under weights ``w``."""
         if len(self._rel) * self._pad.shape[1] > PAD_LIMIT:  # many relevant rows x long lists: sort instead
-            return self.ranks(np.asarray(w, dtype=float))[self._rel]
+            return self.ranks(np.asarray(w, dtype=float), ascending)[self._rel]
+        tb, pad_tb = (self._tb_asc, self._pad_tb_asc) if ascending else (self._tiebreak, self._pad_tb)
         s = self.X @ np.asarray(w, dtype=float)
         rel, g = self._rel, self.group[self._rel]
         rows = self._pad[g]
         scores = np.where(rows >= 0, s[rows], -np.inf)
         sr = s[rel][:, None]
-        before = (scores > sr) | ((scores == sr) & (self._pad_tb[g] < self._tiebreak[rel][:, None]))
+        before = (scores > sr) | ((scores == sr) & (pad_tb[g] < tb[rel][:, None]))
         return before.sum(axis=1) + 1
 
     def _mean(self, per_q: np.ndarray) -> float:
@@ -91,6 +100,7 @@ class FastEvaluator:
         """The value of each of ``measures`` for weights ``w`` (the relevant books are ranked once)."""
         w = np.asarray(w, dtype=float)
         rr = self.relevant_ranks(w)
+        rr_asc = None
         g = self.group[self._rel]
         out = []
         for m in measures:
@@ -100,8 +110,13 @@ class FastEvaluator:
                 per_q = (hit > 0).astype(float) if name == "Success" else \
                     np.divide(hit, self.n_rel, out=np.zeros_like(hit), where=self.n_rel > 0)
                 out.append(self._mean(per_q))
+            elif name == "RR" and cutoff:
+                rr_asc = self.relevant_ranks(w, ascending=True) if rr_asc is None else rr_asc
+                per_q = np.zeros(len(self.uq))
+                np.maximum.at(per_q, g, np.where(rr_asc <= cutoff, 1.0 / rr_asc, 0.0))
+                out.append(self._mean(per_q))
             elif name == "RR":
-                inv = np.where(rr <= cutoff, 1.0 / rr, 0.0) if cutoff else 1.0 / rr
+                inv = 1.0 / rr
                 per_q = np.zeros(len(self.uq))
                 np.maximum.at(per_q, g, inv)
                 out.append(self._mean(per_q))
@@ -194,10 +209,13 @@ def bagged_weights(evaluator: FastEvaluator, init: np.ndarray, floor_w: Optional
     """The mean of the weights that :func:`coordinate_ascent` (with the floor) finds on ``bags`` bootstrap
     resamples of the queries: a step that only one draw of the slice favours is averaged away."""
     rng = np.random.default_rng(seed)
-    n = len(evaluator.uq)
+    judged = np.flatnonzero(evaluator.judged > 0)  # resample the queries that are measured
+    n = len(judged)
     found = []
     for _ in range(bags):
-        ev = evaluator.reweighted(rng.multinomial(n, np.full(n, 1.0 / n)).astype(float))
+        counts = np.zeros(len(evaluator.uq))
+        counts[judged] = rng.multinomial(n, np.full(n, 1.0 / n))
+        ev = evaluator.reweighted(counts)
         feasible = floor_check(ev, floor_w, held)
         start = init if feasible(init) or floor_w is None else floor_w
         found.append(coordinate_ascent(ev, start, measure, grid, rounds, feasible))

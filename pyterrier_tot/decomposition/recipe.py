@@ -279,7 +279,8 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
         frame = feats.drop(columns=names).assign(features=list(feats[names].to_numpy(dtype=float)))
         # the columns are already normalised: fit on them as they are, then keep the recipe's normalisation
         on_matrix = WeightedFuser(None, weights=dp.fuser.weights, names=names, normalise="none")
-        on_matrix.fit(frame[frame["qid"].isin(tuning["qid"])], qrels, metric=FIT_METRIC, verbose=verbose,
+        in_slice = frame["qid"].astype(str).isin(tuning["qid"].astype(str))
+        on_matrix.fit(frame[in_slice], qrels, metric=FIT_METRIC, verbose=verbose,
                       floor=base_names(fine_tuned), floor_metric=FLOOR_METRIC, bags=bags)
         dp.fuser.weights = on_matrix.weights
         dp.fuser.fit_bags, dp.fuser.fit_bagged = on_matrix.fit_bags, on_matrix.fit_bagged
