@@ -293,7 +293,8 @@ def decomposition_pipeline(index, decomposer: Optional[pt.Transformer] = None,
     """Build decomposer >> candidates >> experts >> fuser.
 
     :param experts: name → expert (default :func:`default_experts`); FieldExperts double as candidate retrievers
-    :param weights: a dict name → weight, a list in expert order, or the path of a fuser JSON (default all 1)
+    :param weights: a dict name → weight (an expert it leaves out gets weight 0: scored, but not counted), a list
+        in expert order, or the path of a fuser JSON (default: ``None``, every expert weight 1)
     :param base: the candidate retriever (default ``experts['base']`` in retriever mode)
     :param k: base retriever depth; ``expert_k``: depth of each expert retriever added to the candidates
     :param candidate_experts: names of the experts whose retrievals join the candidates (default: all
