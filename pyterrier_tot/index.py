@@ -30,6 +30,7 @@ import pyterrier as pt
 from pyterrier_tot import _artifact as art
 from pyterrier_tot import corpus_store as cs
 from pyterrier_tot._artifact import META_FILE, ToTArtifact, own_meta, read_meta, write_meta
+from pyterrier_tot._fingerprint import fingerprint_setting
 from pyterrier_tot._util import cache_dir
 from pyterrier_tot.corpus_store import CORPUS_FILE, BookCorpus, FieldsArg
 from pyterrier_tot.corpus_store import book_frame as _book_frame
@@ -60,11 +61,7 @@ def _slug(text: str) -> str:
 
 def _model_key(model) -> Optional[str]:
     """A model argument as the string the index records (an artifact or a Path becomes its folder)."""
-    if model is None:
-        return None
-    if isinstance(model, pt.Artifact):
-        return str(model.path)
-    return str(model)
+    return None if model is None else str(model.path) if isinstance(model, pt.Artifact) else str(model)
 
 
 def _c_float(x: float) -> str:
@@ -330,8 +327,9 @@ class BookIndex(BookCorpus, ToTArtifact):
         fields = _fields_tuple(fields)
         model = _model_key(model) or DEFAULT_MODEL
         enc, precision = _encoder(model, encoder, precision)
+        # a local model folder's weights are part of the settings: a model retrained there is encoded again
         settings = {"backend": "flex", "model": model, "fields": list(fields), "max_chars": max_chars,
-                    "precision": precision}
+                    "precision": precision, **fingerprint_setting(model)}
         key = hashlib.sha1(model.encode()).hexdigest()[:8]
         sub = f"dense-{_slug(Path(model).name)}-{key}-{'+'.join(fields)}-{max_chars or 'all'}"
         sub += "" if precision == "fp32" else f"-{precision}"  # fp32 keeps the folder name of version 0.2

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
 from pyterrier_tot._artifact import ToTArtifact, artifact_path
+from pyterrier_tot._fingerprint import model_fingerprint
 from pyterrier_tot._util import cache_dir, hub_reachable
 from pyterrier_tot.errors import ModelUnavailableError
 
@@ -171,11 +172,13 @@ def _to_precision(model, precision: str):
 
 def load_sentence_transformer(name=None, device: Optional[str] = None, precision: str = "fp32"):
     """A cached ``SentenceTransformer`` for ``name`` (see :func:`resolve_model`) in ``precision``."""
-    return _load_sentence_transformer(artifact_path(name) or DEFAULT_MODEL, device, check_precision(precision))
+    name = artifact_path(name) or DEFAULT_MODEL
+    return _load_sentence_transformer(name, device, check_precision(precision), model_fingerprint(name))
 
 
 @functools.lru_cache(maxsize=8)
-def _load_sentence_transformer(name: Optional[str], device: Optional[str], precision: str = "fp32"):
+def _load_sentence_transformer(name: Optional[str], device: Optional[str], precision: str = "fp32",
+                               weights: Optional[str] = None):  # weights: a local folder's fingerprint, a cache key
     from sentence_transformers import SentenceTransformer
 
     from pyterrier_tot.bars import quiet_loading
@@ -188,8 +191,10 @@ def load_biencoder(name=None, batch_size: int = 32, text_field: str = "text", de
                    precision: str = "fp32"):
     """A pyterrier-dr ``SBertBiEncoder`` for ``name`` (a name, folder or :class:`BiEncoderModel`), resolved
     offline-first and loaded once per process; ``precision="bf16"`` gives a bfloat16 copy (its repr says so)."""
-    # the default spelled out, aliased ("minilm") or left out is one cache entry: one model in memory, one memo
-    return _load_biencoder(canonical_model(name), batch_size, text_field, device, check_precision(precision))
+    # the default spelled out, aliased ("minilm") or left out is one cache entry: one model in memory, one memo;
+    # a folder's weights are part of the key, so a model retrained into the same folder is loaded again
+    name = canonical_model(name)
+    return _load_biencoder(name, batch_size, text_field, device, check_precision(precision), model_fingerprint(name))
 
 
 def canonical_model(name=None) -> str:
@@ -203,7 +208,7 @@ def canonical_model(name=None) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _load_biencoder(name: Optional[str], batch_size: int, text_field: str, device: Optional[str],
-                    precision: str = "fp32"):
+                    precision: str = "fp32", weights: Optional[str] = None):
     import pyterrier_dr
 
     from pyterrier_tot.bars import quiet_loading

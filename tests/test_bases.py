@@ -177,6 +177,25 @@ def test_base_grid_saves_every_epoch_and_choose_base_picks_on_the_slice(index, t
     assert best in runs and len(table) == 2 and set(table["key"]) == set(runs)
 
 
+def test_a_cached_base_is_reused_only_for_the_queries_it_was_trained_on(index, tmp_path, monkeypatch):
+    from pyterrier_tot.decomposition.protocol import qid_fingerprint, train_data, training_info
+
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
+    ds, tiny = TinyDataset(), dict(max_steps=1, batch_size=4, max_seq_length=32, verbose=False)
+    path = bases.fine_tuned_base(ds, 4, model="minilm", index=index, **tiny)
+    assert training_info(path)["train_qids"] == qid_fingerprint(train_data(ds, "rest", 4)[0])
+    # another tuning seed draws another slice: its own folder, never the seed-0 model (trained on its slice)
+    assert bases.fine_tuned_base(ds, 4, seed=1, model="minilm", index=index, train=False, max_steps=1,
+                                 batch_size=4, max_seq_length=32) is None
+    assert bases.base_dir(ds, "minilm", 4, 1, max_steps=1) != bases.base_dir(ds, "minilm", 4, max_steps=1)
+    with pytest.raises(ValueError, match="trained on other queries"):      # the folder forced on other queries
+        bases.fine_tuned_base(ds, 4, seed=1, path=path, model="minilm", index=index, train=False)
+    # two unnamed training sets never share a folder
+    a = bases.TrainingSet([(ds.topics.head(6), ds.qrels.head(6))])
+    b = bases.TrainingSet([(ds.topics.tail(6), ds.qrels.tail(6))])
+    assert a.name != b.name and bases.base_dir(a, "minilm", 2) != bases.base_dir(b, "minilm", 2)
+
+
 @pytest.fixture
 def second_base(monkeypatch):
     """all-mpnet-base-v2 where it is unpacked (the user cache), else MiniLM again under its folder name: the

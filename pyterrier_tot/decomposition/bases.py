@@ -37,8 +37,10 @@ from pyterrier_tot.decomposition.protocol import (
     TRAIN_SPLIT,
     TUNING_QUERIES,
     TUNING_SEED,
+    check_trained_on,
     complete_model,
     dataset_tag,
+    qid_fingerprint,
     train_data,
 )
 
@@ -79,10 +81,12 @@ def base_settings(model: str = "minilm", **overrides) -> dict:
     return cfg
 
 
-def base_dir(dataset, model: str = "minilm", n: int = TUNING_QUERIES, **settings) -> Path:
-    """The cache folder of base ``model`` fine-tuned on ``dataset`` with ``settings`` (see :func:`base_settings`)."""
+def base_dir(dataset, model: str = "minilm", n: int = TUNING_QUERIES, tuning_seed: int = TUNING_SEED,
+             **settings) -> Path:
+    """The cache folder of base ``model`` fine-tuned on ``dataset`` with ``settings`` (see :func:`base_settings`),
+    outside the tuning slice of ``n`` queries drawn with ``tuning_seed`` (named only when not the default)."""
     cfg = base_settings(model, **settings)
-    tag = dataset_tag(dataset)
+    tag = dataset_tag(dataset) + (f"-ts{tuning_seed}" if tuning_seed != TUNING_SEED else "")
     if str(model).lower() == "minilm" and cfg == {**COMMON, **LEGACY_MINILM}:
         # the name older runs gave MiniLM's first settings, so a model trained by them is found again (and never
         # mistaken for a model trained with other settings)
@@ -132,12 +136,13 @@ def fine_tuned_base(dataset, n: int = TUNING_QUERIES, seed: int = TUNING_SEED, p
     from pyterrier_tot.decomposition import expert_training
 
     cfg = base_settings(model, **settings)
-    out = Path(path) if path else base_dir(dataset, model, n, **settings)
+    out = Path(path) if path else base_dir(dataset, model, n, seed, **settings)
+    rest, qrels = train_data(dataset, "rest", n, seed)
     if complete_model(out):
+        check_trained_on(out, rest)
         return str(out)
     if not train:
         return None
-    rest, qrels = train_data(dataset, "rest", n, seed)
     if verbose:
         print(f"fine-tuning the {model} base retriever on {len(rest)} training queries into {out}")
     result = expert_training.train_base_retriever(rest, qrels, _corpus(dataset, index), output_dir=out,
@@ -155,10 +160,13 @@ def base_grid(dataset, model: str = "mpnet", lrs: Sequence[float] = (2e-5,), epo
 
     found: Dict[Tuple[float, int], str] = {}
     for lr in lrs:
-        dirs = {e: base_dir(dataset, model, n, **{**settings, "lr": lr, "epoch": e, "schedule": epochs})
+        dirs = {e: base_dir(dataset, model, n, seed, **{**settings, "lr": lr, "epoch": e, "schedule": epochs})
                 for e in range(1, epochs + 1)}
+        rest, qrels = train_data(dataset, "rest", n, seed)
+        for p in dirs.values():
+            if complete_model(p):
+                check_trained_on(p, rest)
         if train and not all(complete_model(p) for p in dirs.values()):
-            rest, qrels = train_data(dataset, "rest", n, seed)
             cfg = base_settings(model, **{**settings, "lr": lr, "epoch": epochs, "schedule": epochs})
             if verbose:
                 print(f"fine-tuning {model} (lr {lr:g}, {epochs} epochs, a checkpoint per epoch) on {len(rest)} "
@@ -331,7 +339,9 @@ class TrainingSet:
         dup = self.topics["qid"][self.topics["qid"].duplicated()].tolist()
         if dup:
             raise ValueError(f"TrainingSet: duplicate qids {dup[:5]}")
-        self.name = name or "+".join(names)
+        # a set named by position only ("set0") carries its qids' fingerprint: its cached models are its own
+        generic = any(re.fullmatch(r"set\d+", n) for n in names)
+        self.name = name or "+".join(names) + (f"-{qid_fingerprint(self.topics)[:8]}" if generic else "")
         self.splits = (TRAIN_SPLIT,)
 
     def _check(self, split) -> None:

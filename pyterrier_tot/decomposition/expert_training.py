@@ -18,11 +18,11 @@ Default budget (CPU-sized): 1 epoch, batch 16, ``max_seq_length`` 256, lr 2e-5, 
 A trained model is a ``pt.Artifact`` folder (:class:`~pyterrier_tot.models.BiEncoderModel`, type ``biencoder``,
 format ``sentence_transformers``): a plain sentence-transformers directory (safetensors weights) plus
 ``pt_meta.json`` and ``pyterrier_tot_training.json`` (base model, field, pair count, hyper-parameters, seconds
-taken). The folder is written atomically, so a killed training never leaves one that looks finished;
-``pt.Artifact.load(path)`` opens it. Training uses ``SentenceTransformer.old_fit``: the
-installed sentence-transformers 6.2 routes ``fit`` through ``SentenceTransformerTrainer``, which needs the
-``datasets`` and ``accelerate`` packages that are not dependencies of this library; ``old_fit`` is the same
-loop without them.
+taken; a base records ``train_qids``, the sha1 of its training qids). The folder is written atomically, so a
+killed training never leaves one that looks finished; ``pt.Artifact.load(path)`` opens it. Training uses
+``SentenceTransformer.old_fit``: the installed sentence-transformers 6.2 routes ``fit`` through
+``SentenceTransformerTrainer``, which needs the ``datasets`` and ``accelerate`` packages that are not
+dependencies of this library; ``old_fit`` is the same loop without them.
 """
 from __future__ import annotations
 
@@ -42,6 +42,7 @@ from pyterrier_tot._artifact import META_FILE, building, read_meta, write_meta
 from pyterrier_tot._util import cache_dir, is_missing, require_columns
 from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column, clues_na_as_none
+from pyterrier_tot.decomposition.protocol import qid_fingerprint
 from pyterrier_tot.models import TRAINING_FILE, BiEncoderModel
 
 #: Default hyper-parameters (CPU-sized).
@@ -63,13 +64,8 @@ def load_clue_cache(path: Union[str, Path]) -> pd.DataFrame:
 
 def _gold(qrels: pd.DataFrame) -> pd.DataFrame:
     require_columns(qrels, ["qid", "docno"], "expert training qrels")
-    q = qrels
-    if "label" in q.columns:
-        q = q[q["label"] > 0]
-    q = q[["qid", "docno"]].copy()
-    q["qid"] = q["qid"].astype(str)
-    q["docno"] = q["docno"].astype(str)
-    return q
+    q = qrels[qrels["label"] > 0] if "label" in qrels.columns else qrels
+    return q[["qid", "docno"]].astype(str)
 
 
 def book_texts(corpus, docnos: Iterable[str], doc_fields: Sequence[str] = ("title", "text"),
@@ -386,7 +382,8 @@ def train_base_retriever(topics: pd.DataFrame, qrels: pd.DataFrame, corpus,
     """Fine-tune the base retriever on (full query, gold book title + text) pairs. ``corpus``: a corpus frame or a
     BookIndex, streamed or not (only the gold books are read, by docno)."""
     pairs = build_pairs(topics, qrels, corpus, "query", doc_fields)
-    return train_biencoder(pairs, output_dir, kind="base", extra_metadata={"field": "+".join(doc_fields)}, **kwargs)
+    meta = {"field": "+".join(doc_fields), "train_qids": qid_fingerprint(topics)}  # what reuse is checked against
+    return train_biencoder(pairs, output_dir, kind="base", extra_metadata=meta, **kwargs)
 
 
 def train_field_expert(field: str, clues: pd.DataFrame, qrels: pd.DataFrame, corpus: pd.DataFrame,

@@ -83,3 +83,14 @@ def training_info(path: Union[str, Path]) -> dict:
             meta = json.loads(f.read_text(encoding="utf8"))
             return meta.get("training", meta) if isinstance(meta.get("training"), dict) else meta
     return {}
+
+
+def check_trained_on(path: Union[str, Path], topics: pd.DataFrame) -> None:
+    """Refuse a cached model folder whose training record names other training queries than ``topics`` (the
+    folder of another tuning seed, training set or version of the dataset): it would be reused silently, and its
+    training queries could overlap the tuning slice. A folder without the record (older versions) passes."""
+    recorded = training_info(path).get("train_qids")
+    if recorded and recorded != qid_fingerprint(topics):
+        raise ValueError(f"the cached model {path} was trained on other queries than the {len(topics)} training "
+                         "queries it stands for now (another tuning seed, training set or dataset version); "
+                         "delete the folder to retrain it, or pass path= to train into another folder")

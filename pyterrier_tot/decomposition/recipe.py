@@ -13,14 +13,14 @@ The procedure (the numbers in ``benchmarks/results/decomposition_pipeline.md`` a
 2. :func:`~pyterrier_tot.decomposition.bases.fine_tuned_base`: each base model (:data:`DEFAULT_BASE`, mpnet, by
    default; MiniLM; or both) is fine-tuned as a base retriever on the *other* training queries (full query → gold
    title + text). The models are cached under ``cache_dir()/models`` and reused; a folder without a complete
-   model counts as absent.
+   model counts as absent, one whose recorded training queries differ is refused.
 3. :func:`recipe_experts`: the fine-tuned dense bases, zero-shot dense and BM25 on the full query, dense + BM25
    title experts and a dense plot expert on the rule clues, and the date expert. With several bases, the
    candidates are the top ``k`` of the sum of their scores.
 4. :func:`fitted_weights`: coordinate ascent over the tuning slice on the mean of R@1, R@5, R@10, R@20, R@100 and
    MRR (:data:`FIT_METRIC`), never below the base alone there (``floor``), bagged (:data:`FIT_BAGS`: the mean of
    the weights found on bootstrap resamples of the slice), weights cached through
-   :meth:`WeightedFuser.save` / :meth:`WeightedFuser.load` under a key naming the bases.
+   :meth:`WeightedFuser.save` / :meth:`WeightedFuser.load` under a key naming the bases and their weights.
 5. Depth (:data:`DEPTH`, 1000): the fused ranking's top ``k``, then the rest of the base's own ranking.
 
 Validation is only ever evaluated. Nothing here needs a network or an LLM: clues come from the rule extractor.
@@ -36,6 +36,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import pandas as pd
 import pyterrier as pt
 
+from pyterrier_tot._fingerprint import model_fingerprint
 from pyterrier_tot._util import cache_dir
 from pyterrier_tot.decomposition.bases import (  # noqa: F401  (the recipe's public names, importable from here)
     BASE_SETTINGS,
@@ -240,8 +241,13 @@ def _weights_path(ds_name: str, index, fine_tuned: FineTuned, n: int, seed: int,
     # the corpus fingerprint is part of the key: weights fitted on one corpus are not reused for another
     parts = [ds_name, getattr(index, "fingerprint", None), _models_key(fine_tuned), n, seed, k, expert_k, FIT_METRIC,
              {"floor": base_names(fine_tuned), "date": _date_acts(index), "floor_metric": FLOOR_METRIC}]
-    if len(fine_tuned_models(fine_tuned)) > 1:
+    fts = fine_tuned_models(fine_tuned)
+    if len(fts) > 1:
         parts.append({"candidates": "sum", "depth": MULTI_BASE_DEPTH})
+    # the bases' weights, not only their folder names: a folder retrained, or another run's folder of the same
+    # name, never finds weights fitted for the model it held before
+    if fts:
+        parts.append({"model_fingerprints": {name: model_fingerprint(path) for name, path in fts.items()}})
     if bags:  # absent for one ascent, so weights cached before bagging are found again
         parts.append({"bags": int(bags), "bag_seed": 0})
     if extra_experts:  # absent for the plain recipe, so weights cached before the option are found again

@@ -215,30 +215,6 @@ def identity_of(client, model: str, base_url: Optional[str], cache=None, timeout
 def gguf_identity(path: Union[str, Path]) -> str:
     """``gguf:<name>:sha256:<hex>``: the content hash of a model file, the cache identity of a local server.
     Hashing a 1 GB file takes seconds, so the hash is remembered per (path, size, mtime) in the cache folder."""
-    from pyterrier_tot._util import cache_dir
+    from pyterrier_tot._fingerprint import file_sha256
 
-    p = Path(path).resolve()
-    st = p.stat()
-    memo_key = f"{p}|{st.st_size}|{st.st_mtime_ns}"
-    memo_file = cache_dir() / "gguf_hashes.json"
-    try:
-        memo = json.loads(memo_file.read_text(encoding="utf8"))
-    except (OSError, ValueError):
-        memo = {}
-    digest = memo.get(memo_key) if isinstance(memo, dict) else None
-    if not digest:
-        h = hashlib.sha256()
-        with open(p, "rb") as f:
-            for block in iter(lambda: f.read(1 << 22), b""):
-                h.update(block)
-        digest = h.hexdigest()
-        memo = memo if isinstance(memo, dict) else {}
-        memo[memo_key] = digest
-        try:
-            memo_file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = memo_file.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(memo), encoding="utf8")
-            os.replace(tmp, memo_file)
-        except OSError:
-            pass  # a read-only cache folder only costs hashing again
-    return f"gguf:{p.name}:sha256:{digest}"
+    return f"gguf:{Path(path).resolve().name}:sha256:{file_sha256(path)}"

@@ -1,0 +1,76 @@
+"""Content fingerprints of model files, for cache keys that must change when a model changes.
+
+A model folder is named by its path, and training into the same folder again (or copying another model there)
+keeps the path: an index of book vectors or fitted fuser weights keyed by the path alone would then be reused for
+a model it was not built with. :func:`model_fingerprint` hashes the weights instead. Hashing a file of hundreds of
+megabytes takes a second or two, so each file's hash is remembered per (path, size, mtime) in the cache folder.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Dict, Optional, Union
+
+#: The files that hold a model's weights (sentence-transformers, transformers, torch, GGUF, ONNX).
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".onnx")
+_MEMO = "file_hashes.json"
+_SEEN: Dict[str, str] = {}  # this process's hashes, by the same key (no re-reading of the memo file)
+
+
+def file_sha256(path: Union[str, Path]) -> str:
+    """The sha256 (hex) of a file's content, remembered per (path, size, mtime) in ``cache_dir()``."""
+    from pyterrier_tot._util import cache_dir
+
+    p = Path(path).resolve()
+    st = p.stat()
+    key = f"{p}|{st.st_size}|{st.st_mtime_ns}"
+    if key in _SEEN:
+        return _SEEN[key]
+    memo_file = cache_dir() / _MEMO
+    try:
+        memo = json.loads(memo_file.read_text(encoding="utf8"))
+    except (OSError, ValueError):
+        memo = {}
+    memo = memo if isinstance(memo, dict) else {}
+    if memo.get(key):
+        _SEEN[key] = memo[key]
+        return memo[key]
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    memo[key] = _SEEN[key] = h.hexdigest()
+    try:
+        memo_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo_file.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(memo), encoding="utf8")
+        os.replace(tmp, memo_file)
+    except OSError:
+        pass  # a read-only cache folder only costs hashing again
+    return memo[key]
+
+
+def model_fingerprint(model) -> Optional[str]:
+    """16 hex digits of the sha256 over a local model folder's weight files (their names and contents), or of a
+    model file; ``None`` for anything that is not a local path (a hub name stands for itself)."""
+    if model is None:
+        return None
+    p = Path(str(getattr(model, "path", model))).expanduser()
+    if not p.exists():
+        return None
+    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in WEIGHT_SUFFIXES)
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f.relative_to(p) if f != p else f.name}:{file_sha256(f)}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def fingerprint_setting(model) -> dict:
+    """``{"model_fingerprint": ...}`` for a local model (see :func:`model_fingerprint`), else ``{}``: the entry a
+    cache key adds, absent for a hub name so that keys made before fingerprints were kept stay valid for it."""
+    found = model_fingerprint(model)
+    return {"model_fingerprint": found} if found else {}

@@ -1,0 +1,72 @@
+"""A model retrained into the same folder is a new model everywhere a cache could hold the old one: the book vectors
+of a dense index are encoded again, the loaded encoder is loaded again, and fuser weights fitted for the old model
+are not found under its folder name (two runs' folders of the same name never share weights either)."""
+import shutil
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import TINY_BOOKS
+
+import pyterrier_tot as ptt
+from pyterrier_tot._fingerprint import model_fingerprint
+from pyterrier_tot.decomposition import recipe
+from pyterrier_tot.decomposition.expert_training import train_field_expert
+from pyterrier_tot.models import load_biencoder
+
+CLUES = pd.DataFrame({"qid": ["1", "2", "3", "4"], "query": ["kittens", "dragon", "spaceship", "lighthouse"],
+                      "clue_title": ["a sleepy cat", "dragons and a moon", "spaceship with a number",
+                                     "a haunted tower by the sea"]})
+QRELS = pd.DataFrame({"qid": ["1", "2", "3", "4"], "docno": ["b1", "b2", "b4", "b5"], "label": 1})
+QUERIES = pd.DataFrame({"qid": ["1", "2"], "query": ["a ghost keeper in an old lighthouse", "a dragon and the moon"]})
+
+
+def _train(folder, lr):
+    return train_field_expert("title", CLUES, QRELS, pd.DataFrame(TINY_BOOKS), output_dir=folder, batch_size=2,
+                              max_steps=2, max_seq_length=32, lr=lr, show_progress_bar=False)
+
+
+def _stored(index, model):
+    flex = index.flex_index(model)
+    docnos, vecs, _ = flex.payload()
+    return np.array(vecs)
+
+
+def test_a_model_retrained_in_its_folder_is_encoded_and_loaded_again(tmp_path):
+    index = ptt.BookIndex(pd.DataFrame(TINY_BOOKS), path=tmp_path / "index", name="tiny")
+    folder = tmp_path / "model"
+    _train(folder, lr=1e-3)
+    before, first = model_fingerprint(folder), _stored(index, str(folder))
+    enc = load_biencoder(str(folder))
+    assert load_biencoder(str(folder)) is enc                        # loaded once while the weights stay
+    _train(folder, lr=5e-2)                                          # the same folder, other weights
+    assert model_fingerprint(folder) != before
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = _stored(index, str(folder))
+    assert any("rebuilding" in str(w.message) for w in caught)
+    assert not np.allclose(again, first, atol=1e-4)
+    new = load_biencoder(str(folder))
+    assert new is not enc
+    texts = ["\n".join([b["title"], b["text"]]) for b in TINY_BOOKS]
+    fresh = new.model.encode(texts[:1], convert_to_numpy=True)
+    # the index now holds the retrained model's vectors (the first book in docno order is b1)
+    assert np.allclose(again[0], fresh[0], atol=1e-4) and not np.allclose(first[0], fresh[0], atol=1e-4)
+    # retrieval with the folder ranks by the new vectors: scores are query-new x book-new
+    res = index.dense(str(folder))(QUERIES)
+    q = new.model.encode(QUERIES["query"].tolist()[:1], convert_to_numpy=True)[0]
+    top = res[res.qid == "1"].sort_values("rank").iloc[0]
+    assert top["score"] == pytest.approx(float(np.max(again @ q)), abs=1e-4)
+
+
+def test_fuser_weights_are_keyed_by_the_bases_weights_not_their_folder_names(tmp_path):
+    a, b = tmp_path / "runA" / "checkpoint", tmp_path / "runB" / "checkpoint"
+    _train(a, lr=1e-3)
+    _train(b, lr=5e-2)
+    key = lambda path: recipe._weights_path("ds", None, str(path), 300, 0, 100, 50)  # noqa: E731
+    assert key(a) != key(b)                                          # same folder name, other weights
+    shutil.copytree(a, tmp_path / "copy" / "checkpoint")
+    assert key(tmp_path / "copy" / "checkpoint") == key(a)           # the same model elsewhere: the same weights
+    assert recipe._weights_path("ds", None, None, 300, 0, 100, 50) == \
+        recipe._weights_path("ds", None, None, 300, 0, 100, 50)      # no fine-tuned base: no fingerprint
