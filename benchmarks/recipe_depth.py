@@ -81,29 +81,31 @@ def _label(settings: dict) -> str:
     return f"lr {settings['lr']:g}, epoch {settings['epoch']} of {settings['schedule']}"
 
 
-def _fit(ds, index, key: str, fts: dict, tune, tqrels, fit: str) -> Path:
+def _fit(ds, index, key: str, fts: dict, tune, tqrels, fit: str, helpers=None) -> Path:
     """The recipe's fuser on base ``fts``: as it is fitted now (``after``: ``recipe.fitted_weights``, bagged, cached
-    under the recipe's key), with one ascent instead of the bagged mean (``ascent``), or as before this issue
-    (``before``: R@5 alone, no floor); the tuning features are computed once."""
+    under the recipe's key; ``helpers``: with the base's helper experts), with one ascent instead of the bagged mean
+    (``ascent``), or as before this issue (``before``: R@5 alone, no floor); the tuning features are computed once."""
     old = fit == "before"
     bags = 0 if fit == "ascent" else recipe.FIT_BAGS
+    helpers = helpers if fit == "helpers" else None
     before = WORK / f"weights-before-{key}"
     after = recipe._weights_path(ds.name, index, fts, recipe.TUNING_QUERIES, recipe.TUNING_SEED, recipe.BASE_K,
-                                 recipe.EXPERT_K, bags=bags)
+                                 recipe.EXPERT_K, bags=bags, helpers=helpers)
     path = before if old else after
     if not (path / "pt_meta.json").is_file():
-        dp0 = recipe.build_pipeline(index, fts, depth=None)
+        dp0 = recipe.build_pipeline(index, fts, depth=None, helpers=helpers)
         t0 = time.time()
         feats = dp0.fuser.features((dp0.decomposer >> dp0.candidates)(tune))
         print(f"  tuning features {key} ({Path(next(iter(fts.values()))).name}): {time.time() - t0:.0f} s", flush=True)
         if old:
             old_weights(feats, dp0.fuser.names, tqrels, before)
         else:
-            recipe.fitted_weights(ds, index, fts, feats=feats, refit=True, bags=bags)
+            recipe.fitted_weights(ds, index, fts, feats=feats, refit=True, bags=bags, helpers=helpers)
     return path
 
 
-def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tune=None, tqrels=None) -> dict:
+def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tune=None, tqrels=None,
+            helpers: dict = None) -> dict:
     """Rows of one data set: BM25, each base alone (as trained before this issue and now), each recipe before (old
     base, R@5 fit, fused candidates only) and after (current base, floor fit, 1000 deep), each tested against the
     base it is built on. ``models``: {key: {"before": path, "now": path}}; ``weights``: {key: {when: path}},
@@ -127,13 +129,18 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
                 ("now", "after", recipe.DEPTH, "recipe {key}, after (current base, bagged floor fit, 1000 deep)")]
         if same:  # one base: no 'old base' row
             plan = [plan[0], *plan[2:]]
+        mine = (helpers or {}).get(key)
+        if mine:  # the default recipe now: the base's helper experts beside it (bases.HELPERS)
+            plan.append(("now", "helpers", recipe.DEPTH, "recipe {key} + helper(s) " + "+".join(mine)
+                         + " (the default; bagged floor fit, 1000 deep)"))
         for base_when, fit, depth, label in plan:
             path = paths[base_when][0]
             fts = {ename: path}
             wkey = f"{key}-{base_when}-{fit}"
             if tune is not None:
-                weights[wkey] = _fit(ds, index, key, fts, tune, tqrels, fit)
-            pipe = recipe.build_pipeline(index, fts, weights=weights[wkey], depth=depth)
+                weights[wkey] = _fit(ds, index, key, fts, tune, tqrels, fit, mine)
+            pipe = recipe.build_pipeline(index, fts, weights=weights[wkey], depth=depth,
+                                         helpers=mine if fit == "helpers" else None)
             name = label.format(key=key)
             k = f"{tag}-recipe-{Path(path).name}-{fit}-{Path(weights[wkey]).name}"
             runs[name] = cached(k, lambda pipe=pipe: pipe(topics), seconds)
@@ -199,8 +206,12 @@ def main():
             if path is None:
                 raise SystemExit(f"no fine-tuned {key} base ({_label(cfg)}) in the cache: run with --train")
             models[key][when] = (path, _label(cfg))
+    helpers = {key: {bases.base_expert_name(h): bases.fine_tuned_base(ds, model=h, train=args.train, index=index)
+                     for h in recipe.default_helpers(key)} for key in args.bases}
+    if any(p is None for hs in helpers.values() for p in hs.values()):
+        raise SystemExit(f"a helper base of {helpers} is not in the cache: run with --train")
     weights: dict = {}
-    results = section(ds, index, models, val, vqrels, "val", weights, tune, tqrels)
+    results = section(ds, index, models, val, vqrels, "val", weights, tune, tqrels, helpers)
     birco = {}
     if not args.no_birco:
         bds = ptt.get_dataset("birco-wtb")
@@ -208,7 +219,8 @@ def main():
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*empty title.*")
             on = {k: v for k, v in models.items() if args.birco_bases is None or k in args.birco_bases}
-            birco = section(None, bindex, on, bds.get_topics("dev"), bds.get_qrels("dev"), "birco", weights)
+            birco = section(None, bindex, on, bds.get_topics("dev"), bds.get_qrels("dev"), "birco", weights,
+                            helpers=helpers)
     fitted = {k: {**WeightedFuser.load(p).to_dict(), "path": Path(p).name} for k, p in weights.items()}
     payload = {"dataset": "reddit-tomt-books", "split": "validation", "n_queries": len(val), "corpus": len(index),
                "tuning": {"n_queries": len(tune), "fingerprint": recipe.qid_fingerprint(tune)},

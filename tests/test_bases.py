@@ -238,8 +238,39 @@ def test_tuned_pipeline_fuses_two_fine_tuned_bases(index, tmp_path, monkeypatch,
     again = recipe.tuned_pipeline(ds, index, base=["minilm", second], train_settings=small, n=4, k=3, expert_k=2,
                                   verbose=False)
     assert again.fuser.weights.tolist() == dp.fuser.weights.tolist()
-    only = recipe.tuned_pipeline(ds, index, base=second, train_settings=small, n=4, k=3, expert_k=2, verbose=False)
+    only = recipe.tuned_pipeline(ds, index, base=second, train_settings=small, n=4, k=3, expert_k=2, verbose=False,
+                                 helpers=())
     assert list(only.experts)[0] == name and "dense_ft" not in only.experts
+    if second == "mpnet":  # by default mpnet's recipe weighs the fine-tuned MiniLM beside it (bases.HELPERS)
+        helped = recipe.tuned_pipeline(ds, index, base=second, train_settings=small, n=4, k=3, expert_k=2,
+                                       verbose=False)
+        assert list(helped.experts)[:2] == [name, "dense_ft"] and "dense_ft" in helped.fuser.names
+
+
+def test_a_helper_scores_the_base_candidates_beside_it_and_the_floor_stays_the_base(index, tmp_path, monkeypatch):
+    from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
+
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
+    ds, small = TinyDataset(), {"max_steps": 2, "batch_size": 4, "max_seq_length": 32, "verbose": False}
+    fts = {"dense_ft": bases.fine_tuned_base(ds, 4, model="minilm", index=index, **small)}
+    helpers = {"dense_ft_other": bases.fine_tuned_base(ds, 4, model="minilm", index=index, lr=1e-4, **small)}
+    assert fts["dense_ft"] != helpers["dense_ft_other"]
+    plain = recipe.build_pipeline(index, fts, k=3, expert_k=2, depth=None)
+    dp = recipe.tuned_pipeline(ds, index, fine_tuned=fts, helpers=helpers, n=4, k=3, expert_k=2, verbose=False,
+                               depth=None)
+    assert "dense_ft_other" in dp.fuser.names and "dense_ft_other" not in plain.fuser.names
+    topics = ds.get_topics("train").head(4)
+    got, want = ((p.decomposer >> p.candidates)(topics) for p in (dp, plain))
+    assert set(zip(got.qid, got.docno)) == set(zip(want.qid, want.docno))          # it adds no candidates
+    path = recipe.fitted_weights(ds, index, fts, n=4, k=3, expert_k=2, helpers=helpers)
+    assert WeightedFuser.load(path).fit_floor == ["dense_ft"]                        # the floor is the base alone
+    assert path != recipe.fitted_weights(ds, index, fts, n=4, k=3, expert_k=2)
+    out = dp(topics)
+    assert set(out["qid"]) == set(topics["qid"]) and out.groupby("qid")["rank"].min().eq(0).all()
+    with pytest.raises(ValueError, match="a base or a helper"):
+        recipe.build_pipeline(index, fts, helpers={"dense_ft": helpers["dense_ft_other"]})
+    assert recipe.default_helpers("mpnet") == ("minilm",) and recipe.default_helpers("minilm") == ()
+    assert recipe.default_helpers(["minilm", "mpnet"]) == ()
 
 
 def test_batches_that_cannot_be_filled_are_emitted_short():

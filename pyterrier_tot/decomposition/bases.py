@@ -360,6 +360,18 @@ class TrainingSet:
         return f"TrainingSet({self.name!r}, {len(self.topics)} queries)"
 
 
+#: Fine-tuned models the fuser weighs beside a base, scoring its candidates (adding none; the floor stays the base
+#: alone). Chosen inside the tuning slice (``benchmarks/results/helper_bases.md``): the fine-tuned MiniLM beside
+#: mpnet raised the held-out gain over mpnet alone; mpnet title / plot experts did not.
+HELPERS: Dict[str, Tuple[str, ...]] = {"mpnet": ("minilm",)}
+
+
+def default_helpers(base: Union[str, Sequence[str]]) -> Tuple[str, ...]:
+    """The :data:`HELPERS` of one base (none for several bases, whose sum is already an ensemble)."""
+    found = as_bases(base)
+    return tuple(h for h in HELPERS.get(found[0], ()) if h not in found) if len(found) == 1 else ()
+
+
 def as_bases(base: Union[str, Sequence[str]]) -> List[str]:
     """``base`` (one model or a list) as a list of distinct model names, refusing an empty one."""
     found = [base] if isinstance(base, (str, Path)) else list(base)

@@ -40,6 +40,7 @@ from pyterrier_tot._fingerprint import model_fingerprint
 from pyterrier_tot._util import cache_dir
 from pyterrier_tot.decomposition.bases import (  # noqa: F401  (the recipe's public names, importable from here)
     BASE_SETTINGS,
+    HELPERS,
     HN_DEPTH,
     HN_NEGATIVES,
     TrainingSet,
@@ -48,6 +49,7 @@ from pyterrier_tot.decomposition.bases import (  # noqa: F401  (the recipe's pub
     base_grid,
     choose_base,
     choose_epoch,
+    default_helpers,
     encoding_precision,
     fine_tuned_base,
     fine_tuned_hard,
@@ -119,8 +121,6 @@ def fine_tuned_models(fine_tuned: FineTuned) -> Dict[str, str]:
 #: cores in fp32 (~14 where bf16 is native; 23 s in all on an H200) against MiniLM's ~19, and 2-3x the
 #: encoding time. ``make demo`` passes ``base="minilm"`` for its first run and says so.
 DEFAULT_BASE = "mpnet"
-
-
 def fine_tuned_bases(dataset, index=None, base: Union[str, Sequence[str]] = DEFAULT_BASE, train: bool = True,
                      verbose: bool = True, **settings) -> Dict[str, str]:
     """{expert name: model folder} of the recipe's fine-tuned ``base`` model(s) (see :func:`base_expert_name`),
@@ -142,14 +142,19 @@ def fine_tuned_bases(dataset, index=None, base: Union[str, Sequence[str]] = DEFA
     return found
 
 
-def recipe_experts(index, fine_tuned: FineTuned = None) -> Tuple[Dict[str, pt.Transformer], str, List[str]]:
+def recipe_experts(index, fine_tuned: FineTuned = None,
+                   helpers: Optional[Dict[str, str]] = None) -> Tuple[Dict[str, pt.Transformer], str, List[str]]:
     """The recipe's experts over ``index`` (same names on every corpus, so fitted weights transfer), the name of
     the base expert and the names of the experts whose retrievals join the candidates. ``fine_tuned``: a model
-    folder or {expert name: folder} (several fine-tuned bases; the first is the base expert)."""
-    fts = fine_tuned_models(fine_tuned)
+    folder or {expert name: folder} (several fine-tuned bases; the first is the base expert). ``helpers``:
+    {expert name: folder} of fine-tuned models that score the candidates beside the base (:data:`HELPERS`)."""
+    fts, helpers = fine_tuned_models(fine_tuned), dict(helpers or {})
+    clash = sorted(set(fts) & set(helpers))
+    if clash:
+        raise ValueError(f"helpers {clash} are also bases; a model is a base or a helper, not both")
     experts: Dict[str, pt.Transformer] = {name: base_expert(index, "dense", model=path,
                                                             precision=encoding_precision(name))
-                                          for name, path in fts.items()}
+                                          for name, path in {**fts, **helpers}.items()}
     experts["dense"] = base_expert(index, "dense")
     experts["bm25"] = base_expert(index, "bm25")
     experts["title"] = FieldExpert(index, "title", "dense")
@@ -196,15 +201,16 @@ def _with_extra(experts: Dict[str, pt.Transformer],
 def build_pipeline(index, fine_tuned: FineTuned = None, decomposer: Optional[pt.Transformer] = None,
                    weights=None, k: int = BASE_K, expert_k: int = EXPERT_K,
                    extra_experts: Optional[Dict[str, pt.Transformer]] = None,
-                   depth: Optional[int] = DEPTH) -> DecompositionPipeline:
+                   depth: Optional[int] = DEPTH, helpers: Optional[Dict[str, str]] = None) -> DecompositionPipeline:
     """decomposer (default the rule extractor) >> candidates >> the recipe's experts >> fuser (``weights``: a
     dict, a list or a saved fuser; default all 1), then the rest of the base's ranking below the fused
     candidates up to ``depth`` books per query (``None``: the fused candidates only). ``fine_tuned``: a model
     folder or {expert name: folder}. ``extra_experts``: more name → scorer-mode experts (e.g. a generative
-    retriever's scores) that the fuser weighs beside the recipe's own; they do not add candidates."""
+    retriever's scores) that the fuser weighs beside the recipe's own; they do not add candidates. ``helpers``:
+    {expert name: folder} of fine-tuned second-opinion models (see :func:`recipe_experts`)."""
     from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor
 
-    experts, base_name, cands = recipe_experts(index, fine_tuned)
+    experts, base_name, cands = recipe_experts(index, fine_tuned, helpers)
     experts = _with_extra(experts, extra_experts)
     weights = str(weights) if isinstance(weights, Path) else weights
     names = list(fine_tuned_models(fine_tuned)) or [base_name]
@@ -225,6 +231,10 @@ def _models_key(fine_tuned: FineTuned):
     return {name: Path(path).name for name, path in fts.items()}
 
 
+def _fingerprints(models: Dict[str, str]) -> Dict[str, Optional[str]]:
+    return {name: model_fingerprint(path) for name, path in models.items()}
+
+
 def base_names(fine_tuned: FineTuned) -> List[str]:
     """The names of the recipe's base expert(s): the fine-tuned bases, or zero-shot ``dense`` without one."""
     return list(fine_tuned_models(fine_tuned)) or ["dense"]
@@ -237,7 +247,8 @@ def tuning_data(dataset, n: int = TUNING_QUERIES) -> Tuple[pd.DataFrame, pd.Data
 
 
 def _weights_path(ds_name: str, index, fine_tuned: FineTuned, n: int, seed: int, k: int, expert_k: int,
-                  extra_experts: Optional[Dict[str, pt.Transformer]] = None, bags: int = FIT_BAGS) -> Path:
+                  extra_experts: Optional[Dict[str, pt.Transformer]] = None, bags: int = FIT_BAGS,
+                  helpers: Optional[Dict[str, str]] = None) -> Path:
     # the corpus fingerprint is part of the key: weights fitted on one corpus are not reused for another
     parts = [ds_name, getattr(index, "fingerprint", None), _models_key(fine_tuned), n, seed, k, expert_k, FIT_METRIC,
              {"floor": base_names(fine_tuned), "date": _date_acts(index), "floor_metric": FLOOR_METRIC}]
@@ -247,7 +258,9 @@ def _weights_path(ds_name: str, index, fine_tuned: FineTuned, n: int, seed: int,
     # the bases' weights, not only their folder names: a folder retrained, or another run's folder of the same
     # name, never finds weights fitted for the model it held before
     if fts:
-        parts.append({"model_fingerprints": {name: model_fingerprint(path) for name, path in fts.items()}})
+        parts.append({"model_fingerprints": _fingerprints(fts)})
+    if helpers:
+        parts.append({"helpers": _fingerprints(helpers)})
     if bags:  # absent for one ascent, so weights cached before bagging are found again
         parts.append({"bags": int(bags), "bag_seed": 0})
     if extra_experts:  # absent for the plain recipe, so weights cached before the option are found again
@@ -266,7 +279,8 @@ def _same_queries(feats: Optional[pd.DataFrame], tuning: pd.DataFrame, who: str)
 def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING_QUERIES,
                    seed: int = TUNING_SEED, k: int = BASE_K, expert_k: int = EXPERT_K, refit: bool = False,
                    verbose: bool = False, feats: Optional[pd.DataFrame] = None,
-                   extra_experts: Optional[Dict[str, pt.Transformer]] = None, bags: int = FIT_BAGS) -> Path:
+                   extra_experts: Optional[Dict[str, pt.Transformer]] = None, bags: int = FIT_BAGS,
+                   helpers: Optional[Dict[str, str]] = None) -> Path:
     """The saved fuser of the recipe: weights fitted (coordinate ascent on :data:`FIT_METRIC` with the base as a
     floor, the mean over ``bags`` bootstrap resamples; ``bags=0``: one ascent) on the tuning slice with rule
     clues, reused from the cache unless ``refit``. Returns the path for ``decomposition_pipeline(weights=...)``.
@@ -274,10 +288,11 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
     min-max, neutral-0 column per expert (as :meth:`WeightedFuser.features` or :meth:`LearnedFuser.features`
     make them), so the experts need not run again. ``extra_experts``: as in :func:`build_pipeline`, fitted
     with the rest."""
-    path = _weights_path(dataset.name, index, fine_tuned, n, seed, k, expert_k, extra_experts, bags)
+    path = _weights_path(dataset.name, index, fine_tuned, n, seed, k, expert_k, extra_experts, bags, helpers)
     if path.exists() and not refit:
         return path
-    dp = build_pipeline(index, fine_tuned, k=k, expert_k=expert_k, extra_experts=extra_experts, depth=None)
+    dp = build_pipeline(index, fine_tuned, k=k, expert_k=expert_k, extra_experts=extra_experts, depth=None,
+                        helpers=helpers)
     tuning, qrels = train_data(dataset, "tuning", n, seed)
     _same_queries(feats, tuning, "fitted_weights")
     if feats is not None:
@@ -305,7 +320,8 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
                    extra_experts: Optional[Dict[str, pt.Transformer]] = None,
                    base: Union[str, Sequence[str]] = DEFAULT_BASE,
                    train_settings: Optional[dict] = None, n: int = TUNING_QUERIES,
-                   depth: Optional[int] = DEPTH) -> DecompositionPipeline:
+                   depth: Optional[int] = DEPTH,
+                   helpers: Union[None, Sequence[str], Dict[str, str]] = None) -> DecompositionPipeline:
     """The recipe's decomposition pipeline over ``dataset`` (a ToT dataset with train topics and qrels), ready to
     run: fine-tuned base(s) (``True``: get or train ``base``, one model name or a list such as
     ``["minilm", "mpnet"]``; default :data:`DEFAULT_BASE`, mpnet, which offline needs
@@ -316,18 +332,24 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
     :func:`~pyterrier_tot.decomposition.bases.base_settings`). ``extra_experts``: name → scorer-mode expert
     fused beside the recipe's (weights fitted on the slice too). ``n``: size of the tuning slice. ``depth``: books
     per query (default 1000, what TREC ToT measures): the fused candidates first, then the rest of the base's
-    ranking; ``None`` returns the fused candidates alone (about ``k`` + a few dozen)."""
+    ranking; ``None`` returns the fused candidates alone (about ``k`` + a few dozen). ``helpers``: model names
+    fine-tuned (trained when missing) and weighed beside the base, or {expert name: folder}; default
+    :func:`default_helpers` of ``base`` when the bases are trained here (``fine_tuned=True``), else none."""
     from pyterrier_tot.index import BookIndex
 
     index = index if index is not None else BookIndex(dataset)
+    helpers = (default_helpers(base) if fine_tuned is True else ()) if helpers is None else helpers
     if fine_tuned is True:
         fine_tuned = fine_tuned_bases(dataset, index, base, train=train, verbose=verbose, n=n,
                                       **(train_settings or {}))
+    if helpers and not isinstance(helpers, dict):
+        helpers = fine_tuned_bases(dataset, index, helpers, train=train, verbose=verbose, n=n,
+                                   **(train_settings or {}))
     fine_tuned = fine_tuned_models(fine_tuned) or None
     weights = fitted_weights(dataset, index, fine_tuned, n=n, k=k, expert_k=expert_k, refit=refit, verbose=False,
-                             extra_experts=extra_experts)
+                             extra_experts=extra_experts, helpers=helpers or None)
     return build_pipeline(index, fine_tuned, decomposer, weights=weights, k=k, expert_k=expert_k,
-                          extra_experts=extra_experts, depth=depth)
+                          extra_experts=extra_experts, depth=depth, helpers=helpers or None)
 
 
 #: LambdaMART settings tried by 5-fold cross-validation on the tuning slice (300 queries over-fit easily).
@@ -351,7 +373,7 @@ def fitted_learned_fuser(dataset, index, fine_tuned: FineTuned = None, n: int = 
     experts, _, _ = recipe_experts(index, fine_tuned)
     neg = NegationPenalty(index) if negation else None
     key = json.dumps([dataset.name, getattr(index, "fingerprint", None), _models_key(fine_tuned),
-                      n, k, expert_k, negation, grid, "lambdamart-v2"])
+                      n, k, expert_k, negation, grid, "lambdamart-v2", _fingerprints(fine_tuned_models(fine_tuned))])
     path = cache_dir() / "models" / f"learned-fuser-{dataset.name}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
     if (path / "pt_meta.json").is_file() and not refit:
         return LearnedFuser.load(path, list(experts.values()), neg)
