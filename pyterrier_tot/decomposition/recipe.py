@@ -116,11 +116,14 @@ def fine_tuned_models(fine_tuned: FineTuned) -> Dict[str, str]:
 
 
 #: The base :func:`tuned_pipeline` fine-tunes when none is named: the one we recommend. On Reddit-TOMT validation its
-#: recipe has R@5 .682 / MRR .609 against MiniLM's .622 / .520 (``recipe_depth_mpnet.md``, ``recipe_depth.md``), and
-#: on BIRCO dev nDCG@10 .557 against .434; it costs more: a 420 MB model, two epochs of 28-64 minutes on two CPU
-#: cores in fp32 (~14 where bf16 is native; 23 s in all on an H200) against MiniLM's ~19, and 2-3x the
-#: encoding time. ``make demo`` passes ``base="minilm"`` for its first run and says so.
+#: recipe (with its helper, :data:`~pyterrier_tot.decomposition.bases.HELPERS`) has R@5 .704 / MRR .609 against
+#: MiniLM's .622 / .520 (``recipe_depth_mpnet.md``, ``recipe_depth.md``; BIRCO dev there too); it costs more: a
+#: 420 MB model, two epochs of 28-64 minutes on two CPU cores in fp32 (~14 where bf16 is native; 23 s in all on an
+#: H200) against MiniLM's ~19 (which the default trains too, as its helper), and 2-3x the encoding time.
+#: ``make demo`` passes ``base="minilm"`` for its first run and says so.
 DEFAULT_BASE = "mpnet"
+
+
 def fine_tuned_bases(dataset, index=None, base: Union[str, Sequence[str]] = DEFAULT_BASE, train: bool = True,
                      verbose: bool = True, **settings) -> Dict[str, str]:
     """{expert name: model folder} of the recipe's fine-tuned ``base`` model(s) (see :func:`base_expert_name`),
