@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Dict, Optional, Union
+from typing import Dict, List, Optional, Union
 
 #: The files that hold a model's weights (sentence-transformers, transformers, torch, GGUF, ONNX).
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".onnx")
@@ -52,6 +52,26 @@ def file_sha256(path: Union[str, Path]) -> str:
     return memo[key]
 
 
+def weight_files(path: Path) -> List[Path]:
+    """The weight files of a model folder (or the file itself), sorted."""
+    p = Path(path)
+    if p.is_file():
+        return [p]
+    return sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in WEIGHT_SUFFIXES) if p.is_dir() else []
+
+
+def recorded_before_fingerprints(found: Optional[dict], want: dict, record: Path) -> bool:
+    """Whether ``found``, a cache record written before fingerprints were kept, still stands for ``want``: the
+    same settings less the ``model_fingerprint``, for a model none of whose weight files is newer than the record
+    (not retrained since). Spares re-encoding a large corpus after an upgrade."""
+    if not isinstance(found, dict) or "model_fingerprint" in found or "model_fingerprint" not in want:
+        return False
+    if found != {k: v for k, v in want.items() if k != "model_fingerprint"} or not Path(record).is_file():
+        return False
+    files = weight_files(Path(str(want.get("model"))).expanduser())
+    return bool(files) and max(f.stat().st_mtime for f in files) < Path(record).stat().st_mtime
+
+
 def model_fingerprint(model) -> Optional[str]:
     """16 hex digits of the sha256 over a local model folder's weight files (their names and contents), or of a
     model file; ``None`` for anything that is not a local path (a hub name stands for itself)."""
@@ -60,7 +80,7 @@ def model_fingerprint(model) -> Optional[str]:
     p = Path(str(getattr(model, "path", model))).expanduser()
     if not p.exists():
         return None
-    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in WEIGHT_SUFFIXES)
+    files = weight_files(p)
     if not files:
         return None
     h = hashlib.sha256()

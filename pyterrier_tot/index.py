@@ -30,7 +30,7 @@ import pyterrier as pt
 from pyterrier_tot import _artifact as art
 from pyterrier_tot import corpus_store as cs
 from pyterrier_tot._artifact import META_FILE, ToTArtifact, own_meta, read_meta, write_meta
-from pyterrier_tot._fingerprint import fingerprint_setting
+from pyterrier_tot._fingerprint import fingerprint_setting, recorded_before_fingerprints
 from pyterrier_tot._util import cache_dir
 from pyterrier_tot.corpus_store import CORPUS_FILE, BookCorpus, FieldsArg
 from pyterrier_tot.corpus_store import book_frame as _book_frame
@@ -211,7 +211,8 @@ class BookIndex(BookCorpus, ToTArtifact):
         other settings is reported (it is replaced when the new one is complete)."""
         folder = Path(self.path) / sub
         want = {**settings, "fingerprint": self.fingerprint, "n_docs": len(self)}
-        if _with_defaults(own_meta(folder, PART_TYPE)) == want:
+        found = _with_defaults(own_meta(folder, PART_TYPE))
+        if found == want or recorded_before_fingerprints(found, want, folder / META_FILE):
             return folder / filename, True
         legacy = folder / _LEGACY_MANIFEST
         if legacy.is_file():

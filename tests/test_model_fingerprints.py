@@ -68,5 +68,41 @@ def test_fuser_weights_are_keyed_by_the_bases_weights_not_their_folder_names(tmp
     assert key(a) != key(b)                                          # same folder name, other weights
     shutil.copytree(a, tmp_path / "copy" / "checkpoint")
     assert key(tmp_path / "copy" / "checkpoint") == key(a)           # the same model elsewhere: the same weights
-    assert recipe._weights_path("ds", None, None, 300, 0, 100, 50) == \
-        recipe._weights_path("ds", None, None, 300, 0, 100, 50)      # no fine-tuned base: no fingerprint
+    # helpers with no weights to hash (hub names) are keyed by their names, never both by None
+    hub = lambda name: recipe._weights_path("ds", None, str(a), 300, 0, 100, 50, helpers={"h": name})  # noqa: E731
+    assert hub("org/model-a") != hub("org/model-b") and hub("org/model-a") != key(a)
+
+
+def test_no_fine_tuned_base_hashes_nothing_and_what_cannot_be_hashed_has_no_fingerprint(tmp_path, monkeypatch):
+    monkeypatch.setattr(recipe, "model_fingerprint", lambda *a: pytest.fail("hashed a model"))
+    recipe._weights_path("ds", None, None, 300, 0, 100, 50)          # the zero-shot recipe's key: as before
+    assert model_fingerprint("sentence-transformers/all-MiniLM-L6-v2") is None      # a hub name
+    (tmp_path / "empty").mkdir()
+    assert model_fingerprint(tmp_path / "empty") is None and model_fingerprint(None) is None
+
+
+def test_an_index_recorded_before_fingerprints_is_kept_until_its_model_changes(tmp_path):
+    import json
+    import os
+
+    index = ptt.BookIndex(pd.DataFrame(TINY_BOOKS), path=tmp_path / "index", name="tiny")
+    folder = _train(tmp_path / "model", lr=1e-3)
+    first = _stored(index, str(folder))
+    part = next(p for p in (tmp_path / "index").iterdir() if p.name.startswith("dense-model"))
+    meta = json.loads((part / "pt_meta.json").read_text())
+    assert meta.pop("model_fingerprint") == model_fingerprint(folder)
+    (part / "pt_meta.json").write_text(json.dumps(meta))             # as an older version wrote it
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                               # kept: no rebuild, no warning
+        assert np.allclose(_stored(index, str(folder)), first)
+    weights = next(p for p in folder.rglob("model.safetensors"))
+    later = (part / "pt_meta.json").stat().st_mtime + 10
+    os.utime(weights, (later, later))                                # the model changed after the record
+    with pytest.warns(UserWarning, match="rebuilding"):
+        _stored(index, str(folder))
+
+
+def test_helpers_are_refused_under_the_recipe_experts_names(tmp_path):
+    index = ptt.BookIndex(pd.DataFrame(TINY_BOOKS), path=tmp_path / "index", name="tiny")
+    with pytest.raises(ValueError, match="recipe's own experts"):
+        recipe.recipe_experts(index, None, helpers={"bm25": str(tmp_path)})

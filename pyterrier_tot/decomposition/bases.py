@@ -27,20 +27,20 @@ queries) under the one split the recipe reads::
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 
-from pyterrier_tot._util import cache_dir, require_columns
+from pyterrier_tot._util import cache_dir
 from pyterrier_tot.decomposition.protocol import (
-    TRAIN_SPLIT,
     TUNING_QUERIES,
     TUNING_SEED,
+    TrainingSet,
     check_trained_on,
     complete_model,
     dataset_tag,
-    qid_fingerprint,
     train_data,
 )
 
@@ -313,53 +313,6 @@ def encoding_precision(expert_name: str) -> str:
     return "fp32"
 
 
-class TrainingSet:
-    """Query sets (datasets with one split, such as ``trec-tot-local/2023-train``, or ``(topics, qrels)``
-    pairs) as the ``train`` split the recipe reads, for training against a corpus given separately
-    (``fine_tuned_base(train_set, index=...)``). With several sets, each qid is prefixed by its set's name."""
-
-    def __init__(self, sources: Sequence, name: Optional[str] = None):
-        sources = list(sources)
-        if not sources:
-            raise ValueError("TrainingSet needs at least one query set")
-        topics, qrels, names = [], [], []
-        for i, src in enumerate(sources):
-            t, q = (src[0], src[1]) if isinstance(src, tuple) else (src.get_topics(), src.get_qrels())
-            require_columns(t, ["qid", "query"], f"TrainingSet source {i} topics")
-            require_columns(q, ["qid", "docno"], f"TrainingSet source {i} qrels")
-            label = str(getattr(src, "name", f"set{i}")).rsplit("/", 1)[-1]
-            names.append(label)
-            t, q = t.astype({"qid": str}), q.astype({"qid": str, "docno": str})
-            if len(sources) > 1:
-                t, q = t.assign(qid=label + "/" + t["qid"]), q.assign(qid=label + "/" + q["qid"])
-            topics.append(t)
-            qrels.append(q)
-        self.topics = pd.concat(topics, ignore_index=True)
-        self.qrels = pd.concat(qrels, ignore_index=True)
-        dup = self.topics["qid"][self.topics["qid"].duplicated()].tolist()
-        if dup:
-            raise ValueError(f"TrainingSet: duplicate qids {dup[:5]}")
-        # a set named by position only ("set0") carries its qids' fingerprint: its cached models are its own
-        generic = any(re.fullmatch(r"set\d+", n) for n in names)
-        self.name = name or "+".join(names) + (f"-{qid_fingerprint(self.topics)[:8]}" if generic else "")
-        self.splits = (TRAIN_SPLIT,)
-
-    def _check(self, split) -> None:
-        if split not in (None, TRAIN_SPLIT):
-            raise KeyError(f"{self!r} has only the {TRAIN_SPLIT!r} split, not {split!r}")
-
-    def get_topics(self, split: Optional[str] = TRAIN_SPLIT) -> pd.DataFrame:
-        self._check(split)
-        return self.topics.copy()
-
-    def get_qrels(self, split: Optional[str] = TRAIN_SPLIT) -> pd.DataFrame:
-        self._check(split)
-        return self.qrels.copy()
-
-    def __repr__(self):
-        return f"TrainingSet({self.name!r}, {len(self.topics)} queries)"
-
-
 #: Fine-tuned models the fuser weighs beside a base, scoring its candidates (adding none; the floor stays the base
 #: alone). Chosen inside the tuning slice (``benchmarks/results/helper_bases.md``): the fine-tuned MiniLM beside
 #: mpnet raised the held-out gain over mpnet alone; mpnet title / plot experts did not.
@@ -370,6 +323,27 @@ def default_helpers(base: Union[str, Sequence[str]]) -> Tuple[str, ...]:
     """The :data:`HELPERS` of one base (none for several bases, whose sum is already an ensemble)."""
     found = as_bases(base)
     return tuple(h for h in HELPERS.get(found[0], ()) if h not in found) if len(found) == 1 else ()
+
+
+def fine_tuned_bases(dataset, index=None, base: Union[str, Sequence[str]] = "mpnet", train: bool = True,
+                     verbose: bool = True, role: str = "base", **settings) -> Dict[str, str]:
+    """{expert name: model folder} of the recipe's fine-tuned ``base`` model(s) (see :func:`base_expert_name`),
+    trained when missing (``train=False``: the missing ones are left out, with a warning naming them: a pipeline
+    without them is not the recipe). ``settings`` go to every
+    :func:`~pyterrier_tot.decomposition.bases.fine_tuned_base` call."""
+    found, missing = {}, []
+    for model in as_bases(base):
+        path = fine_tuned_base(dataset, train=train, verbose=verbose, model=model, index=index, **settings)
+        if path is None:
+            missing.append(model)
+        else:
+            found[base_expert_name(model)] = path
+    if missing:
+        rest = "the pipeline is built without them" if role != "base" else f"the pipeline is built on " \
+            f"{sorted(found)} alone" if found else "the pipeline falls back to the zero-shot MiniLM base"
+        warnings.warn(f"fine-tuned {role}(s) {missing} are not trained and train=False: {rest}; its numbers are not "
+                      "the recipe's (train=True trains them once)", stacklevel=3)
+    return found
 
 
 def as_bases(base: Union[str, Sequence[str]]) -> List[str]:

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
-from typing import Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import pandas as pd
+
+from pyterrier_tot._util import require_columns
 
 #: Size and seed of the tuning slice of the training queries.
 TUNING_QUERIES, TUNING_SEED = 300, 0
@@ -94,3 +97,50 @@ def check_trained_on(path: Union[str, Path], topics: pd.DataFrame) -> None:
         raise ValueError(f"the cached model {path} was trained on other queries than the {len(topics)} training "
                          "queries it stands for now (another tuning seed, training set or dataset version); "
                          "delete the folder to retrain it, or pass path= to train into another folder")
+
+
+class TrainingSet:
+    """Query sets (datasets with one split, such as ``trec-tot-local/2023-train``, or ``(topics, qrels)``
+    pairs) as the ``train`` split the recipe reads, for training against a corpus given separately
+    (``fine_tuned_base(train_set, index=...)``). With several sets, each qid is prefixed by its set's name."""
+
+    def __init__(self, sources: Sequence, name: Optional[str] = None):
+        sources = list(sources)
+        if not sources:
+            raise ValueError("TrainingSet needs at least one query set")
+        topics, qrels, names = [], [], []
+        for i, src in enumerate(sources):
+            t, q = (src[0], src[1]) if isinstance(src, tuple) else (src.get_topics(), src.get_qrels())
+            require_columns(t, ["qid", "query"], f"TrainingSet source {i} topics")
+            require_columns(q, ["qid", "docno"], f"TrainingSet source {i} qrels")
+            label = str(getattr(src, "name", f"set{i}")).rsplit("/", 1)[-1]
+            names.append(label)
+            t, q = t.astype({"qid": str}), q.astype({"qid": str, "docno": str})
+            if len(sources) > 1:
+                t, q = t.assign(qid=label + "/" + t["qid"]), q.assign(qid=label + "/" + q["qid"])
+            topics.append(t)
+            qrels.append(q)
+        self.topics = pd.concat(topics, ignore_index=True)
+        self.qrels = pd.concat(qrels, ignore_index=True)
+        dup = self.topics["qid"][self.topics["qid"].duplicated()].tolist()
+        if dup:
+            raise ValueError(f"TrainingSet: duplicate qids {dup[:5]}")
+        # a set named by position only ("set0") carries its qids' fingerprint: its cached models are its own
+        generic = any(re.fullmatch(r"set\d+", n) for n in names)
+        self.name = name or "+".join(names) + (f"-{qid_fingerprint(self.topics)[:8]}" if generic else "")
+        self.splits = (TRAIN_SPLIT,)
+
+    def _check(self, split) -> None:
+        if split not in (None, TRAIN_SPLIT):
+            raise KeyError(f"{self!r} has only the {TRAIN_SPLIT!r} split, not {split!r}")
+
+    def get_topics(self, split: Optional[str] = TRAIN_SPLIT) -> pd.DataFrame:
+        self._check(split)
+        return self.topics.copy()
+
+    def get_qrels(self, split: Optional[str] = TRAIN_SPLIT) -> pd.DataFrame:
+        self._check(split)
+        return self.qrels.copy()
+
+    def __repr__(self):
+        return f"TrainingSet({self.name!r}, {len(self.topics)} queries)"

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import warnings
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
@@ -52,6 +51,7 @@ from pyterrier_tot.decomposition.bases import (  # noqa: F401  (the recipe's pub
     default_helpers,
     encoding_precision,
     fine_tuned_base,
+    fine_tuned_bases,
     fine_tuned_hard,
     hard_negative_examples,
 )
@@ -124,27 +124,6 @@ def fine_tuned_models(fine_tuned: FineTuned) -> Dict[str, str]:
 DEFAULT_BASE = "mpnet"
 
 
-def fine_tuned_bases(dataset, index=None, base: Union[str, Sequence[str]] = DEFAULT_BASE, train: bool = True,
-                     verbose: bool = True, **settings) -> Dict[str, str]:
-    """{expert name: model folder} of the recipe's fine-tuned ``base`` model(s) (see :func:`base_expert_name`),
-    trained when missing (``train=False``: the missing ones are left out, with a warning naming them: a pipeline
-    without them is not the recipe). ``settings`` go to every
-    :func:`~pyterrier_tot.decomposition.bases.fine_tuned_base` call."""
-    found, missing = {}, []
-    for model in as_bases(base):
-        path = fine_tuned_base(dataset, train=train, verbose=verbose, model=model, index=index, **settings)
-        if path is None:
-            missing.append(model)
-        else:
-            found[base_expert_name(model)] = path
-    if missing:
-        rest = f"the pipeline is built on {sorted(found)} alone" if found else "the pipeline falls back to the " \
-            "zero-shot MiniLM base"
-        warnings.warn(f"fine-tuned base(s) {missing} are not trained and train=False: {rest}; its numbers are not "
-                      "the recipe's (train=True trains them once)", stacklevel=3)
-    return found
-
-
 def recipe_experts(index, fine_tuned: FineTuned = None,
                    helpers: Optional[Dict[str, str]] = None) -> Tuple[Dict[str, pt.Transformer], str, List[str]]:
     """The recipe's experts over ``index`` (same names on every corpus, so fitted weights transfer), the name of
@@ -155,6 +134,9 @@ def recipe_experts(index, fine_tuned: FineTuned = None,
     clash = sorted(set(fts) & set(helpers))
     if clash:
         raise ValueError(f"helpers {clash} are also bases; a model is a base or a helper, not both")
+    taken = sorted(set(helpers) & {"dense", "bm25", "title", "title_bm25", "plot", "date"})
+    if taken:
+        raise ValueError(f"helpers {taken} have the names of the recipe's own experts; name them otherwise")
     experts: Dict[str, pt.Transformer] = {name: base_expert(index, "dense", model=path,
                                                             precision=encoding_precision(name))
                                           for name, path in {**fts, **helpers}.items()}
@@ -229,13 +211,14 @@ def _models_key(fine_tuned: FineTuned):
     fts = fine_tuned_models(fine_tuned)
     if not fts:
         return None
-    if list(fts) == ["dense_ft"]:  # one MiniLM-named base: the key older runs used, so their weights are found
+    if list(fts) == ["dense_ft"]:  # one MiniLM-named base: the part older runs used (the key also has fingerprints)
         return Path(fts["dense_ft"]).name
     return {name: Path(path).name for name, path in fts.items()}
 
 
 def _fingerprints(models: Dict[str, str]) -> Dict[str, Optional[str]]:
-    return {name: model_fingerprint(path) for name, path in models.items()}
+    # a model with no weights file to hash (a hub name) is keyed by its name
+    return {name: model_fingerprint(path) or str(path) for name, path in models.items()}
 
 
 def base_names(fine_tuned: FineTuned) -> List[str]:
@@ -345,9 +328,9 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
     if fine_tuned is True:
         fine_tuned = fine_tuned_bases(dataset, index, base, train=train, verbose=verbose, n=n,
                                       **(train_settings or {}))
-    if helpers and not isinstance(helpers, dict):
-        helpers = fine_tuned_bases(dataset, index, helpers, train=train, verbose=verbose, n=n,
-                                   **(train_settings or {}))
+    if helpers and not isinstance(helpers, dict):  # each trained with its own BASE_SETTINGS, not train_settings
+        helpers = fine_tuned_bases(dataset, index, helpers, train=train, verbose=verbose, n=n, role="helper") \
+            if fine_tuned_models(fine_tuned) else {}  # no fine-tuned base: no helper beside the zero-shot one
     fine_tuned = fine_tuned_models(fine_tuned) or None
     weights = fitted_weights(dataset, index, fine_tuned, n=n, k=k, expert_k=expert_k, refit=refit, verbose=False,
                              extra_experts=extra_experts, helpers=helpers or None)

@@ -89,8 +89,8 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
     if not train:
         return None
     if pipeline is None:
-        pipeline = recipe.tuned_pipeline(dataset, index, base=base, verbose=verbose, n=n,
-                                         train_settings=train_settings)
+        pipeline = recipe.tuned_pipeline(dataset, index, base=base, verbose=verbose, n=n,  # mined as designed:
+                                         train_settings=train_settings, helpers=())  # the base's recipe alone
     groups = recipe_groups(dataset, index, pipeline, s["n_negatives"], s["mine_depth"], n=n, run=run)
     if verbose:
         print(f"training the recipe's cross-encoder ({dataset_tag(dataset)}) on {len(groups)} groups into {out}")
