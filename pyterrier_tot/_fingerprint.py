@@ -15,6 +15,9 @@ from typing import Dict, List, Optional, Union
 
 #: The files that hold a model's weights (sentence-transformers, transformers, torch, GGUF, ONNX).
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".onnx")
+#: Weights of other frameworks (TensorFlow, Flax, checkpoints): hashed only in a folder without any of the above,
+#: so that the fingerprints of folders that have both stay what they were.
+OTHER_WEIGHT_SUFFIXES = (".h5", ".msgpack", ".ckpt")
 _MEMO = "file_hashes.json"
 _SEEN: Dict[str, str] = {}  # this process's hashes, by the same key (no re-reading of the memo file)
 
@@ -53,11 +56,15 @@ def file_sha256(path: Union[str, Path]) -> str:
 
 
 def weight_files(path: Path) -> List[Path]:
-    """The weight files of a model folder (or the file itself), sorted."""
+    """The weight files of a model folder (or the file itself), sorted: those of :data:`WEIGHT_SUFFIXES`, or
+    where there are none those of :data:`OTHER_WEIGHT_SUFFIXES`."""
     p = Path(path)
     if p.is_file():
         return [p]
-    return sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in WEIGHT_SUFFIXES) if p.is_dir() else []
+    if not p.is_dir():
+        return []
+    files = sorted(f for f in p.rglob("*") if f.is_file())
+    return [f for f in files if f.suffix in WEIGHT_SUFFIXES] or [f for f in files if f.suffix in OTHER_WEIGHT_SUFFIXES]
 
 
 def recorded_before_fingerprints(found: Optional[dict], want: dict, record: Path) -> bool:

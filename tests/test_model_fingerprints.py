@@ -106,3 +106,32 @@ def test_helpers_are_refused_under_the_recipe_experts_names(tmp_path):
     index = ptt.BookIndex(pd.DataFrame(TINY_BOOKS), path=tmp_path / "index", name="tiny")
     with pytest.raises(ValueError, match="recipe's own experts"):
         recipe.recipe_experts(index, None, helpers={"bm25": str(tmp_path)})
+
+
+def test_a_folder_with_other_frameworks_weights_only_is_fingerprinted_and_they_do_not_change_others(tmp_path):
+    tf_only = tmp_path / "tf"
+    tf_only.mkdir()
+    (tf_only / "tf_model.h5").write_bytes(b"weights one")
+    first = model_fingerprint(tf_only)
+    assert first is not None
+    (tf_only / "tf_model.h5").write_bytes(b"weights two")
+    assert model_fingerprint(tf_only) not in (None, first)
+    both = tmp_path / "both"
+    both.mkdir()
+    (both / "model.safetensors").write_bytes(b"torch weights")
+    before = model_fingerprint(both)
+    (both / "flax_model.msgpack").write_bytes(b"flax weights")
+    assert model_fingerprint(both) == before  # what an earlier version keyed stays keyed the same
+
+
+def test_a_base_folder_without_its_training_queries_is_reused_with_a_warning_once(tmp_path):
+    from pyterrier_tot.decomposition.protocol import check_trained_on
+
+    (tmp_path / "pyterrier_tot_training.json").write_text('{"kind": "base", "epochs": 1}')
+    topics = pd.DataFrame({"qid": ["1", "2"], "query": ["a", "b"]})
+    with pytest.warns(UserWarning, match="did not record its training queries"):
+        check_trained_on(tmp_path, topics)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_trained_on(tmp_path, topics)                      # once per folder
+        check_trained_on(tmp_path / "untrained-by-us", topics)  # no record at all: nothing to say

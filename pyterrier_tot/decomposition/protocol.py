@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import warnings
 from pathlib import Path
 from typing import Optional, Sequence, Tuple, Union
 
@@ -88,11 +89,22 @@ def training_info(path: Union[str, Path]) -> dict:
     return {}
 
 
+#: folders already warned about (:func:`check_trained_on`)
+_UNCHECKED: set = set()
+
+
 def check_trained_on(path: Union[str, Path], topics: pd.DataFrame) -> None:
     """Refuse a cached model folder whose training record names other training queries than ``topics`` (the
     folder of another tuning seed, training set or version of the dataset): it would be reused silently, and its
-    training queries could overlap the tuning slice. A folder without the record (older versions) passes."""
-    recorded = training_info(path).get("train_qids")
+    training queries could overlap the tuning slice. A folder trained by an older version (a training record
+    without ``train_qids``) passes with a warning, once per folder: it cannot be checked."""
+    info = training_info(path)
+    recorded = info.get("train_qids")
+    if info.get("kind") and not recorded and str(path) not in _UNCHECKED:
+        _UNCHECKED.add(str(path))
+        warnings.warn(f"the cached model {path} was trained by an older version that did not record its training "
+                      "queries, so it cannot be checked against the tuning slice; delete the folder to retrain it "
+                      "if its training queries may differ", stacklevel=3)
     if recorded and recorded != qid_fingerprint(topics):
         raise ValueError(f"the cached model {path} was trained on other queries than the {len(topics)} training "
                          "queries it stands for now (another tuning seed, training set or dataset version); "
