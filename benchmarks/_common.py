@@ -8,6 +8,7 @@ import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Optional
 
 import pandas as pd
 
@@ -28,14 +29,21 @@ def timer(store: dict, key: str):
     store[key] = round(time.perf_counter() - t0, 3)
 
 
-def cached_run(work: Path, key: str, make, seconds: dict) -> pd.DataFrame:
+def cached_run(work: Path, key: str, make, seconds: dict, topics: Optional[pd.DataFrame] = None) -> pd.DataFrame:
     """A run (qid, docno, score) computed once by ``make()`` and kept as JSON lines under ``work``, with its
-    wall-clock seconds in ``seconds[key]`` (timed as a new query's: the query memo is emptied first)."""
+    wall-clock seconds in ``seconds[key]`` (timed as a new query's: the query memo is emptied first). ``topics``:
+    the queries the run answers; a run kept for other query texts (a loader that now cleans them differently), or
+    kept before their texts were recorded, is computed again."""
+    from pyterrier_tot.decomposition.protocol import text_fingerprint
     from pyterrier_tot.models import forget_queries
 
     work.mkdir(parents=True, exist_ok=True)
     f = work / (re.sub(r"[^A-Za-z0-9_.-]+", "_", key) + ".jsonl")
     t = f.with_suffix(".seconds")
+    texts = f.with_suffix(".topics")
+    want = text_fingerprint(topics) if topics is not None else None
+    if want is not None and (not texts.is_file() or texts.read_text().strip() != want):
+        f.unlink(missing_ok=True)
     if f.is_file():
         seconds[key] = float(t.read_text()) if t.is_file() else float("nan")
         return pd.read_json(f, lines=True, dtype={"qid": str, "docno": str})
@@ -46,6 +54,8 @@ def cached_run(work: Path, key: str, make, seconds: dict) -> pd.DataFrame:
     run.attrs = {}
     run.to_json(f, orient="records", lines=True)
     t.write_text(f"{seconds[key]:.2f}")
+    if want is not None:
+        texts.write_text(want)
     print(f"  {key}: {seconds[key]:.0f} s", flush=True)
     return run
 

@@ -43,8 +43,8 @@ TESTED = ("R@1", "R@5", "R@10", "R@20", "R@100", "R@1000", "MRR")
 BEFORE = {"minilm": bases.LEGACY_MINILM, "mpnet": {"lr": 2e-5, "epoch": 1, "schedule": 1}}
 
 
-def cached(key: str, make, seconds: dict) -> pd.DataFrame:
-    return _common.cached_run(WORK, key, make, seconds)
+def cached(key: str, make, seconds: dict, topics=None) -> pd.DataFrame:
+    return _common.cached_run(WORK, key, make, seconds, topics)
 
 
 def evaluate(runs: dict, topics, qrels, baseline: str) -> dict:
@@ -90,7 +90,8 @@ def _fit(ds, index, key: str, fts: dict, tune, tqrels, fit: str, helpers=None) -
     helpers = helpers if fit == "helpers" else None
     before = WORK / f"weights-before-{key}"
     after = recipe._weights_path(ds.name, index, fts, recipe.TUNING_QUERIES, recipe.TUNING_SEED, recipe.BASE_K,
-                                 recipe.EXPERT_K, bags=bags, helpers=helpers)
+                                 recipe.EXPERT_K, bags=bags, helpers=helpers,
+                                 tuning_text=recipe.text_fingerprint(tune))
     path = before if old else after
     if not (path / "pt_meta.json").is_file():
         dp0 = recipe.build_pipeline(index, fts, depth=None, helpers=helpers)
@@ -111,7 +112,7 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
     base it is built on. ``models``: {key: {"before": path, "now": path}}; ``weights``: {key: {when: path}},
     filled on Reddit (``tune`` given) and reused on BIRCO."""
     seconds, runs, info, vs = {}, {}, {}, {}
-    runs["BM25 (title+text)"] = cached(f"{tag}-bm25", lambda: index.bm25(num_results=1000)(topics), seconds)
+    runs["BM25 (title+text)"] = cached(f"{tag}-bm25", lambda: index.bm25(num_results=1000)(topics), seconds, topics)
     info["BM25 (title+text)"] = per_query(seconds, f"{tag}-bm25", len(topics))
     for key, paths in models.items():
         ename = bases.base_expert_name(key)
@@ -121,7 +122,8 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
         for when, (path, label) in paths.items():
             name = f"{key} fine-tuned alone ({label})" if same else f"{key} fine-tuned alone, {when} ({label})"
             k = f"{tag}-base-{Path(path).name}-{prec}"
-            runs[name] = cached(k, lambda path=path, prec=prec: index.dense(path, precision=prec)(topics), seconds)
+            runs[name] = cached(k, lambda path=path, prec=prec: index.dense(path, precision=prec)(topics), seconds,
+                                topics)
             info[name], base_rows[when] = per_query(seconds, k, len(topics)), name
         plan = [("before", "before", None, "recipe {key}, before (old base, R@5 fit, ~170 deep)"),
                 ("before", "after", recipe.DEPTH, "recipe {key} on the old base, bagged floor fit, 1000 deep"),
@@ -143,7 +145,7 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
                                          helpers=mine if fit == "helpers" else None)
             name = label.format(key=key)
             k = f"{tag}-recipe-{Path(path).name}-{fit}-{Path(weights[wkey]).name}"
-            runs[name] = cached(k, lambda pipe=pipe: pipe(topics), seconds)
+            runs[name] = cached(k, lambda pipe=pipe: pipe(topics), seconds, topics)
             info[name], vs[name] = per_query(seconds, k, len(topics)), base_rows[base_when]
         if not same:
             vs[base_rows["now"]] = base_rows["before"]

@@ -114,7 +114,8 @@ def main():
     base = recipe.fine_tuned_bases(ds, index, "minilm")["dense_ft"]
     pipe = recipe.tuned_pipeline(ds, index, base="minilm")
     wpath = recipe._weights_path(ds.name, index, {"dense_ft": base}, recipe.TUNING_QUERIES, recipe.TUNING_SEED,
-                                 recipe.BASE_K, recipe.EXPERT_K)
+                                 recipe.BASE_K, recipe.EXPERT_K,
+                                 tuning_text=recipe.text_fingerprint(recipe.train_data(ds, "tuning")[0]))
     prec = recipe.encoding_precision("dense_ft")
     rest, rqrels = recipe.train_data(ds, "rest")
     tune, tqrels = recipe.train_data(ds, "tuning")

@@ -76,9 +76,37 @@ def tot_experiment(systems, topics: pd.DataFrame, qrels: pd.DataFrame, measures=
                    baseline: Optional[int] = None, round: int = 4, **kwargs) -> pd.DataFrame:
     """``pt.Experiment`` with the ToT measures, rounding and (optionally) paired t-tests against ``baseline``.
     ``measures``: ir_measures objects or their names as the table spells them (``["RR", "R@5"]``, see
-    :func:`parse_measures`); default :data:`TOT_MEASURES`."""
-    return pt.Experiment(systems, topics, qrels, eval_metrics=parse_measures(measures), names=names,
+    :func:`parse_measures`); default :data:`TOT_MEASURES`.
+
+    Tied scores are ordered as trec_eval (and :func:`write_trec_run`) order them, docno descending, for every
+    measure: ir_measures computes a cut-off ``RR@k`` with another provider, which orders ties the other way, so
+    with such a measure each ranking's ties are broken before it is measured (the ranking is otherwise kept)."""
+    eval_metrics = parse_measures(measures)
+    if any(m.NAME == "RR" and m.params.get("cutoff") is not None for m in eval_metrics):
+        if isinstance(systems, dict):
+            systems = {k: _with_strict_ties(v) for k, v in systems.items()}
+        else:
+            systems = list(systems)
+            names = names if names is not None else [str(s) for s in systems]
+            systems = [_with_strict_ties(s) for s in systems]
+    return pt.Experiment(systems, topics, qrels, eval_metrics=eval_metrics, names=names,
                          baseline=baseline, round=round, **kwargs)
+
+
+def strict_ties(results: pd.DataFrame) -> pd.DataFrame:
+    """``results`` with its scores replaced by a strictly decreasing sequence per query, in trec_eval's order (score
+    descending, then docno descending), and its ranks renumbered: the same ranking for every evaluator."""
+    if not len(results):
+        return results
+    out = results.sort_values(["qid", "score", "docno"], ascending=[True, False, False], kind="mergesort")
+    out = out.assign(score=-out.groupby("qid", sort=False).cumcount().astype(float))
+    return pt.model.add_ranks(out.drop(columns=["rank"], errors="ignore"))
+
+
+def _with_strict_ties(system):
+    if isinstance(system, pd.DataFrame):
+        return strict_ties(system)
+    return system >> pt.apply.generic(strict_ties)
 
 
 def recall_curves(results: pd.DataFrame) -> pd.DataFrame:

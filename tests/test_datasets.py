@@ -77,6 +77,22 @@ def test_reddit_replies_never_reach_queries(reddit, split):
     assert checked > 1000  # the thread really was there to leak
 
 
+def test_reddit_self_answers_edited_into_posts_are_removed(reddit):
+    from pyterrier_tot.datasets.reddit_tomt import RedditTomtBooks, drop_self_answers
+
+    books = reddit.get_corpus_df().set_index("docno")["title"]
+    released = RedditTomtBooks(keep_self_answers=True)
+    for split, qid in (("validation", "77s9g7"), ("train", "8yhqtl")):
+        gold = books[reddit.get_qrels(split).set_index("qid").loc[qid, "docno"]]
+        assert gold in released.get_topics(split).set_index("qid").loc[qid, "query"]   # the edit names the book
+        assert gold not in reddit.get_topics(split).set_index("qid").loc[qid, "query"]
+    assert drop_self_answers("A dragon.\nEdit: solved thanks again\nA moon.") == "A dragon.\n\nA moon."
+    assert drop_self_answers("\\[SOLVED\\] I read this long ago") == "I read this long ago"
+    assert drop_self_answers("(Solved, cant change the flair) It had a fox") == "It had a fox"
+    story = "a murder mystery solved through newspaper ads; I promise to mark the post as solved."
+    assert drop_self_answers(story) == story                      # the verb in a story stays
+
+
 def test_reddit_titles_cleaned(reddit):
     q = reddit.get_topics("validation").set_index("qid").loc["j31d8x", "query"]
     assert q.startswith("[Late 90s]Book about a litter of kittens")

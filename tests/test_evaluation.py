@@ -57,3 +57,21 @@ def test_measures():
     names = [str(m) for m in ptt.TOT_MEASURES]
     for m in ["R@1", "R@5", "R@10", "R@20", "R@100", "RR", "nDCG@10", "Success@10"]:
         assert m in names
+
+
+def test_tied_scores_are_ordered_alike_by_every_measure_and_the_run_file(tmp_path):
+    import pyterrier as pt
+
+    topics = pd.DataFrame({"qid": ["1", "2"], "query": ["x", "y"]})
+    qrels = pd.DataFrame({"qid": ["1", "2"], "docno": ["a", "d"], "label": [1, 1]})
+    # "a" ties with "b" at the top; trec_eval (docno descending) puts "b" first, so "a" is at rank 2
+    run = pd.DataFrame({"qid": ["1", "1", "2", "2"], "docno": ["a", "b", "c", "d"], "score": [1.0, 1.0, 2.0, 1.0]})
+    measures = ["RR", "RR@10", "R@1"]
+    for system in (run, pt.Transformer.from_df(run)):
+        res = ptt.tot_experiment([system], topics, qrels, measures=measures).iloc[0]
+        assert res["RR"] == res["RR@10"] == 0.5 and res["R@1"] == 0.0
+    named = ptt.tot_experiment({"tied": run}, topics, qrels, measures=measures)
+    assert list(named["name"]) == ["tied"] and named.iloc[0]["RR@10"] == 0.5
+    ptt.write_trec_run(run, tmp_path / "tied.run", run_name="tied")
+    from_file = ptt.read_trec_run(tmp_path / "tied.run")
+    assert ptt.tot_experiment([from_file], topics, qrels, measures=measures).iloc[0]["RR@10"] == 0.5

@@ -14,9 +14,26 @@ from pyterrier_tot.datasets.base import BookDataset, read_jsonl, read_trec_qrels
 from pyterrier_tot.datasets.books import Book
 from pyterrier_tot.errors import DatasetUnavailableError
 
-__all__ = ["RedditTomtBooks", "clean_reddit_title"]
+__all__ = ["RedditTomtBooks", "clean_reddit_title", "drop_self_answers"]
 
 _TAG_RE = re.compile(r"\[\s*(?:tomt|book|books|novel)\s*\]", re.I)
+# "[SOLVED]", "\\[Solved!\\]", "(Solved, can't change the flair)": the tag alone goes
+_SOLVED_TAG = re.compile(r"\\?[\[(]\s*\**\s*solved\b[^\])\n]*\\?[\])]", re.I)
+# "Solved! It was ...", "Edit: solved thanks", "SOLVED. AFTER TWENTY YEARS": the rest of the line goes. Verb uses in
+# the story ("a murder mystery solved through ads") are lower case and follow no "edit:", so they stay.
+_SOLVED_NOTE = re.compile(r"\b(?:Solved|SOLVED)\b")
+_EDIT_SOLVED = re.compile(r"\bedit\b\s*:?[^\n]{0,30}?\bsolved\b", re.I)
+
+
+def drop_self_answers(text: str) -> str:
+    """Remove what a poster added after the book was found ("Solved! The book [City of Masks](...)", "Edit:
+    solved", "[SOLVED]"): such an edit can name the answer, which a query must not (two Reddit-TOMT queries do)."""
+    text = _SOLVED_TAG.sub(" ", text or "")
+    lines = []
+    for line in text.split("\n"):
+        found = [m.start() for m in (_SOLVED_NOTE.search(line), _EDIT_SOLVED.search(line)) if m]
+        lines.append(line[:min(found)].rstrip() if found else line)
+    return "\n".join(lines).strip()
 
 
 def clean_reddit_title(title: str) -> str:
@@ -29,7 +46,9 @@ class RedditTomtBooks(BookDataset):
 
     The corpus is the gold books plus the negative and hard-negative books (2,679 in the released data).
     A query is the post title (bookkeeping tags removed) and description; the reply thread in
-    ``meta.replies``, which usually names the answer, is never read.
+    ``meta.replies``, which usually names the answer, is never read, and what a poster edited in after the book
+    was found ("Solved! The book [...]", "[SOLVED]") is removed (:func:`drop_self_answers`;
+    ``keep_self_answers=True`` keeps the released text).
 
     Data location, in order: ``path``; ``$PYTERRIER_TOT_REDDIT_TOMT``; ``<shared data>/reddit-tomt-books``;
     a copy downloaded once (when online) from :attr:`DOWNLOAD_URL`, the ``Books.zip`` of the data set's
@@ -41,11 +60,12 @@ class RedditTomtBooks(BookDataset):
     DOC_FILES = ("documents.jsonl", "negative_documents.jsonl", "hard_negative_documents.jsonl")
 
     def __init__(self, path: Optional[str] = None, corpus: str = "all", clean_titles: bool = True,
-                 download: bool = True):
+                 download: bool = True, keep_self_answers: bool = False):
         if corpus not in ("all", "gold"):
             raise ValueError(f"corpus must be 'all' (gold + negatives) or 'gold', not {corpus!r}")
         self.corpus = corpus
         self.clean_titles = clean_titles
+        self.keep_self_answers = keep_self_answers
         self.path = self._locate(path, download)
         self.splits = tuple(s for s in ("train", "validation", "test") if (self.path / s / "queries.jsonl").exists())
         if not self.splits:
@@ -120,6 +140,8 @@ class RedditTomtBooks(BookDataset):
             if self.clean_titles:
                 title = clean_reddit_title(title)
             desc = (d.get("description") or d.get("raw_description") or "").strip()
+            if not self.keep_self_answers:
+                title, desc = drop_self_answers(title), drop_self_answers(desc)
             query = (title + "\n" + desc).strip()
             rows.append({"qid": str(d["id"]), "query": query})  # meta (and its replies) would leak the answer
         return pd.DataFrame(rows, columns=["qid", "query"])

@@ -39,6 +39,13 @@ def qid_fingerprint(topics: pd.DataFrame) -> str:
     return hashlib.sha1("\n".join(sorted(topics["qid"].astype(str))).encode()).hexdigest()
 
 
+def text_fingerprint(topics: pd.DataFrame) -> str:
+    """sha1 of ``topics``' sorted (qid, query) pairs: the queries' text, not only their ids (a loader that cleans a
+    query differently makes weights fitted on it stale)."""
+    pairs = sorted(zip(topics["qid"].astype(str), topics["query"].astype(str)))
+    return hashlib.sha1("\n".join(f"{q}\t{t}" for q, t in pairs).encode()).hexdigest()
+
+
 def training_rest(train_topics: pd.DataFrame, n: int = TUNING_QUERIES, seed: int = TUNING_SEED) -> pd.DataFrame:
     """The training queries outside the tuning slice (what models are trained on)."""
     return train_topics[~train_topics["qid"].isin(tuning_split(train_topics, n, seed)["qid"])]

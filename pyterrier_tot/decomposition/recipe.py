@@ -74,6 +74,7 @@ from pyterrier_tot.decomposition.protocol import (  # noqa: F401
     as_path,
     complete_model,
     qid_fingerprint,
+    text_fingerprint,
     train_data,
     training_info,
     training_rest,
@@ -235,10 +236,11 @@ def tuning_data(dataset, n: int = TUNING_QUERIES) -> Tuple[pd.DataFrame, pd.Data
 
 def _weights_path(ds_name: str, index, fine_tuned: FineTuned, n: int, seed: int, k: int, expert_k: int,
                   extra_experts: Optional[Dict[str, pt.Transformer]] = None, bags: int = FIT_BAGS,
-                  helpers: Optional[Dict[str, str]] = None) -> Path:
+                  helpers: Optional[Dict[str, str]] = None, tuning_text: Optional[str] = None) -> Path:
     # the corpus fingerprint is part of the key: weights fitted on one corpus are not reused for another
     parts = [ds_name, getattr(index, "fingerprint", None), _models_key(fine_tuned), n, seed, k, expert_k, FIT_METRIC,
-             {"floor": base_names(fine_tuned), "date": _date_acts(index), "floor_metric": FLOOR_METRIC}]
+             {"floor": base_names(fine_tuned), "date": _date_acts(index), "floor_metric": FLOOR_METRIC},
+             {"tuning_text": tuning_text}]
     fts = fine_tuned_models(fine_tuned)
     if len(fts) > 1:
         parts.append({"candidates": "sum", "depth": MULTI_BASE_DEPTH})
@@ -275,12 +277,13 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
     min-max, neutral-0 column per expert (as :meth:`WeightedFuser.features` or :meth:`LearnedFuser.features`
     make them), so the experts need not run again. ``extra_experts``: as in :func:`build_pipeline`, fitted
     with the rest."""
-    path = _weights_path(dataset.name, index, fine_tuned, n, seed, k, expert_k, extra_experts, bags, helpers)
+    tuning, qrels = train_data(dataset, "tuning", n, seed)
+    path = _weights_path(dataset.name, index, fine_tuned, n, seed, k, expert_k, extra_experts, bags, helpers,
+                         text_fingerprint(tuning))
     if path.exists() and not refit:
         return path
     dp = build_pipeline(index, fine_tuned, k=k, expert_k=expert_k, extra_experts=extra_experts, depth=None,
                         helpers=helpers)
-    tuning, qrels = train_data(dataset, "tuning", n, seed)
     _same_queries(feats, tuning, "fitted_weights")
     if feats is not None:
         names = dp.fuser.names
@@ -360,7 +363,8 @@ def fitted_learned_fuser(dataset, index, fine_tuned: FineTuned = None, n: int = 
     experts, _, _ = recipe_experts(index, fine_tuned)
     neg = NegationPenalty(index) if negation else None
     key = json.dumps([dataset.name, getattr(index, "fingerprint", None), _models_key(fine_tuned),
-                      n, k, expert_k, negation, grid, "lambdamart-v2", _fingerprints(fine_tuned_models(fine_tuned))])
+                      n, k, expert_k, negation, grid, "lambdamart-v2", _fingerprints(fine_tuned_models(fine_tuned)),
+                      text_fingerprint(train_data(dataset, "tuning", n)[0])])
     path = cache_dir() / "models" / f"learned-fuser-{dataset.name}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
     if (path / "pt_meta.json").is_file() and not refit:
         return LearnedFuser.load(path, list(experts.values()), neg)
