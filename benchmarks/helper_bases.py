@@ -62,6 +62,43 @@ def features(index, ds):
         {"mpnet": Path(mp).name, "minilm": Path(ml).name}, seconds
 
 
+def compare_on_halves(feats: pd.DataFrame, qrels: pd.DataFrame, variants: dict, floor, splits: int, bags: int,
+                      baseline: str):
+    """For each variant (name -> expert columns of ``feats``): on ``splits`` random halves of the slice's queries,
+    the fuser fitted on one half (bagged, ``floor`` held) and measured on the other against the floor alone; rows
+    of mean gains, paired against the ``baseline`` variant over the same halves, and each variant's weights fitted
+    on the whole slice."""
+    measures = [parse_measure(m) for m in OBJ]
+    qids = np.array(sorted(feats["qid"].unique()))
+    rng = np.random.default_rng(0)
+    gains = {v: [] for v in variants}
+    for s in pt.tqdm(range(splits), desc="halves"):
+        perm = rng.permutation(qids)
+        fit_q, held_q = perm[: len(perm) // 2], perm[len(perm) // 2:]
+        for v, cols in variants.items():
+            held = FastEvaluator(feats[feats["qid"].isin(held_q)], qrels[qrels["qid"].isin(held_q)], cols)
+            base_w = np.array([1.0 if n in floor else 0.0 for n in cols])
+            w = fit(feats[feats["qid"].isin(fit_q)][["qid", "docno", *cols]], qrels[qrels["qid"].isin(fit_q)],
+                    cols, floor, bags, seed=s)
+            gains[v].append((held.measures(w, measures) - held.measures(base_w, measures)).tolist())
+    ref = np.array(gains[baseline])
+    rows = {}
+    for v, g in gains.items():
+        g = np.array(g)
+        low = g.min(axis=1)
+        d_mean, d_low = g.mean(axis=1) - ref.mean(axis=1), low - ref.min(axis=1)
+        se = (lambda d: d.std(ddof=1) / np.sqrt(len(d))) if len(g) > 1 else (lambda d: float("nan"))
+        rows[v] = {"mean gain": float(g.mean()), "mean smallest gain": float(low.mean()),
+                   "share of halves below the base somewhere": float((low < -1e-9).mean()),
+                   "share below at R@5": float((g[:, OBJ.index("R@5")] < -1e-9).mean()),
+                   **{f"gain {c}": float(x) for c, x in zip(OBJ, g.mean(axis=0))},
+                   "mean gain vs baseline (se)": f"{d_mean.mean():+.4f} ({se(d_mean):.4f})",
+                   "smallest gain vs baseline (se)": f"{d_low.mean():+.4f} ({se(d_low):.4f})"}
+    full = {v: dict(zip(cols, np.round(fit(feats[["qid", "docno", *cols]], qrels, cols, floor, bags, 0), 3)
+                        .tolist())) for v, cols in variants.items()}
+    return rows, full
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--splits", type=int, default=30)
@@ -81,35 +118,10 @@ def main():
     variants = {"recipe as it was (baseline)": plain,
                 **{f"+ {h} (fine-tuned MiniLM)": plain + [h] for h in helpers},
                 **{f"+ {e}": plain + [e] for e in extra}}
-    measures = [parse_measure(m) for m in OBJ]
-    qids = np.array(sorted(feats["qid"].unique()))
-    rng = np.random.default_rng(0)
-    gains = {v: [] for v in variants}
-    for s in pt.tqdm(range(args.splits), desc="halves"):
-        perm = rng.permutation(qids)
-        fit_q, held_q = perm[: len(perm) // 2], perm[len(perm) // 2:]
-        for v, cols in variants.items():
-            held = FastEvaluator(feats[feats["qid"].isin(held_q)], qrels[qrels["qid"].isin(held_q)], cols)
-            base_w = np.array([1.0 if n in floor else 0.0 for n in cols])
-            w = fit(feats[feats["qid"].isin(fit_q)][["qid", "docno", *cols]], qrels[qrels["qid"].isin(fit_q)],
-                    cols, floor, args.bags, seed=s)
-            gains[v].append((held.measures(w, measures) - held.measures(base_w, measures)).tolist())
-    ref = np.array(gains["recipe as it was (baseline)"])
-    rows = {}
-    for v, g in gains.items():
-        g = np.array(g)
-        low = g.min(axis=1)
-        d_mean, d_low = g.mean(axis=1) - ref.mean(axis=1), low - ref.min(axis=1)
-        se = (lambda d: d.std(ddof=1) / np.sqrt(len(d))) if len(g) > 1 else (lambda d: float("nan"))
-        rows[v] = {"mean gain": float(g.mean()), "mean smallest gain": float(low.mean()),
-                   "share of halves below the base somewhere": float((low < -1e-9).mean()),
-                   "share below at R@5": float((g[:, OBJ.index("R@5")] < -1e-9).mean()),
-                   **{f"gain {c}": float(x) for c, x in zip(OBJ, g.mean(axis=0))},
-                   "mean gain vs baseline (se)": f"{d_mean.mean():+.4f} ({se(d_mean):.4f})",
-                   "smallest gain vs baseline (se)": f"{d_low.mean():+.4f} ({se(d_low):.4f})"}
-    full = {v: dict(zip(cols, np.round(fit(feats[["qid", "docno", *cols]], qrels, cols, floor, args.bags, 0), 3)
-                        .tolist())) for v, cols in variants.items()}
-    payload = {"models": models, "splits": args.splits, "bags": args.bags, "tuning_queries": len(qids),
+    rows, full = compare_on_halves(feats, qrels, variants, floor, args.splits, args.bags,
+                                   "recipe as it was (baseline)")
+    payload = {"models": models, "splits": args.splits, "bags": args.bags,
+               "tuning_queries": int(feats["qid"].nunique()),
                "objective": recipe.FIT_METRIC, "floor_metric": recipe.FLOOR_METRIC, "floor": floor, "rows": rows,
                "weights_on_the_whole_slice": full, "feature_seconds": feat_s,
                "seconds": round(time.time() - t0, 1), "machine": _common.machine()}
