@@ -79,28 +79,37 @@ def tot_experiment(systems, topics: pd.DataFrame, qrels: pd.DataFrame, measures=
     :func:`parse_measures`); default :data:`TOT_MEASURES`.
 
     Tied scores are ordered as trec_eval (and :func:`write_trec_run`) order them, docno descending, for every
-    measure: ir_measures computes a cut-off ``RR@k`` with another provider, which orders ties the other way, so
-    with such a measure each ranking's ties are broken before it is measured (the ranking is otherwise kept)."""
+    measure: some ir_measures providers (a cut-off ``RR@k``, ``Judged@k``) order ties the other way, so each
+    ranking's ties are broken first (:func:`strict_ties`; scores move by a few units in the last place)."""
     eval_metrics = parse_measures(measures)
-    if any(m.NAME == "RR" and m.params.get("cutoff") is not None for m in eval_metrics):
-        if isinstance(systems, dict):
-            systems = {k: _with_strict_ties(v) for k, v in systems.items()}
-        else:
-            systems = list(systems)
-            names = names if names is not None else [str(s) for s in systems]
-            systems = [_with_strict_ties(s) for s in systems]
+    if isinstance(systems, dict):
+        systems = {k: _with_strict_ties(v) for k, v in systems.items()}
+    else:
+        systems = list(systems) if isinstance(systems, (list, tuple)) else [systems]
+        names = names if names is not None else [str(s) for s in systems]
+        systems = [_with_strict_ties(s) for s in systems]
     return pt.Experiment(systems, topics, qrels, eval_metrics=eval_metrics, names=names,
                          baseline=baseline, round=round, **kwargs)
 
 
 def strict_ties(results: pd.DataFrame) -> pd.DataFrame:
-    """``results`` with its scores replaced by a strictly decreasing sequence per query, in trec_eval's order (score
-    descending, then docno descending), and its ranks renumbered: the same ranking for every evaluator."""
+    """``results`` in trec_eval's order (score descending, then docno descending as text) with tied scores nudged
+    down by units in the last place until each query's scores strictly decrease, and ranks renumbered: the same
+    ranking for every evaluator, with the scores (nearly) as they were."""
     if not len(results):
         return results
-    out = results.sort_values(["qid", "score", "docno"], ascending=[True, False, False], kind="mergesort")
-    out = out.assign(score=-out.groupby("qid", sort=False).cumcount().astype(float))
-    return pt.model.add_ranks(out.drop(columns=["rank"], errors="ignore"))
+    out = results.assign(_docno=results["docno"].astype(str))
+    out = out.sort_values(["qid", "score", "_docno"], ascending=[True, False, False], kind="mergesort")
+    scores = out["score"].to_numpy(dtype=float).copy()
+    qids = out["qid"].to_numpy()
+    same = np.r_[False, qids[1:] == qids[:-1]]
+    todo = np.flatnonzero(same & np.r_[False, scores[1:] >= scores[:-1]])
+    if len(todo):
+        for i in range(todo[0], len(scores)):   # nudges cascade down the rest of the ranking
+            if same[i] and scores[i] >= scores[i - 1]:
+                scores[i] = np.nextafter(scores[i - 1], -np.inf)
+    out = out.drop(columns=["_docno", "rank"], errors="ignore").assign(score=scores)
+    return pt.model.add_ranks(out)
 
 
 def _with_strict_ties(system):

@@ -82,11 +82,15 @@ def test_reddit_self_answers_edited_into_posts_are_removed(reddit):
 
     books = reddit.get_corpus_df().set_index("docno")["title"]
     released = RedditTomtBooks(keep_self_answers=True)
-    for split, qid in (("validation", "77s9g7"), ("train", "8yhqtl")):
+    for split, qid in (("validation", "77s9g7"), ("train", "8yhqtl"), ("train", "9bomiy"), ("train", "7oyyev")):
         gold = books[reddit.get_qrels(split).set_index("qid").loc[qid, "docno"]]
         assert gold in released.get_topics(split).set_index("qid").loc[qid, "query"]   # the edit names the book
         assert gold not in reddit.get_topics(split).set_index("qid").loc[qid, "query"]
+    assert released.name != reddit.name        # other texts, so never the same caches
     assert drop_self_answers("A dragon.\nEdit: solved thanks again\nA moon.") == "A dragon.\n\nA moon."
+    assert drop_self_answers("A moon.\nEDIT: /u/someone guessed it: Twin Sisters") == "A moon."
+    for story in ("A MURDER IS SOLVED BY A DOG", "Solved crimes with her gran", "EDIT: the crime gets solved by a cat"):
+        assert drop_self_answers(story) == story
     assert drop_self_answers("\\[SOLVED\\] I read this long ago") == "I read this long ago"
     assert drop_self_answers("(Solved, cant change the flair) It had a fox") == "It had a fox"
     story = "a murder mystery solved through newspaper ads; I promise to mark the post as solved."

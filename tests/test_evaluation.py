@@ -75,3 +75,13 @@ def test_tied_scores_are_ordered_alike_by_every_measure_and_the_run_file(tmp_pat
     ptt.write_trec_run(run, tmp_path / "tied.run", run_name="tied")
     from_file = ptt.read_trec_run(tmp_path / "tied.run")
     assert ptt.tot_experiment([from_file], topics, qrels, measures=measures).iloc[0]["RR@10"] == 0.5
+    # digit docnos read as integers still tie-break as text, as the run file does ("925083" > "3877968")
+    ints = pd.DataFrame({"qid": ["1", "1"], "docno": [925083, 3877968], "score": [1.0, 1.0]})
+    iq = pd.DataFrame({"qid": ["1"], "docno": ["925083"], "label": [1]})
+    assert ptt.tot_experiment([ints], topics.head(1), iq, measures=measures).iloc[0]["RR@10"] == 1.0
+    # the rankings saved by save_dir keep their scores (nudged in the last place only)
+    ptt.tot_experiment([pt.Transformer.from_df(run)], topics, qrels, measures=measures, names=["tied"],
+                       save_dir=str(tmp_path))
+    saved = pt.io.read_results(str(tmp_path / "tied.res.gz"))
+    assert sorted(saved["score"].round(9)) == sorted(run["score"])
+    assert not saved.duplicated(["qid", "score"]).any()

@@ -19,20 +19,27 @@ __all__ = ["RedditTomtBooks", "clean_reddit_title", "drop_self_answers"]
 _TAG_RE = re.compile(r"\[\s*(?:tomt|book|books|novel)\s*\]", re.I)
 # "[SOLVED]", "\\[Solved!\\]", "(Solved, can't change the flair)": the tag alone goes
 _SOLVED_TAG = re.compile(r"\\?[\[(]\s*\**\s*solved\b[^\])\n]*\\?[\])]", re.I)
-# "Solved! It was ...", "Edit: solved thanks", "SOLVED. AFTER TWENTY YEARS": the rest of the line goes. Verb uses in
-# the story ("a murder mystery solved through ads") are lower case and follow no "edit:", so they stay.
-_SOLVED_NOTE = re.compile(r"\b(?:Solved|SOLVED)\b")
-_EDIT_SOLVED = re.compile(r"\bedit\b\s*:?[^\n]{0,30}?\bsolved\b", re.I)
+# "Solved! It was ...", "Edit: solved thanks", "SOLVED. AFTER TWENTY YEARS", "Solved Icefall": a "solved" that opens
+# a line or a sentence, or follows "edit:" / "post is", and ends there or is followed by punctuation, a capital, "thank",
+# "it was" or "the book"; the rest of the line goes. "A murder IS SOLVED BY A DOG", "solved crimes with her gran"
+# and "Edit: the crime gets solved" stay.
+_SOLVED_NOTE = re.compile(r"(?:^[\W_]*|(?<=[.!?])\s+|(?i:\bedit\b)\s*:?\s*|(?i:\bpost is)\s+)(?i:solved)"
+                          r"(?=[\W_]*$|[!.,:;)*\\]|\s+(?:[A-Z]|(?i:thank|it was|the book)))")
+# "Edit: ... /u/someone guessed it: Twin Sisters": an edit that credits a Reddit user goes whole
+_EDIT_CREDIT = re.compile(r"^[\W_]*edit\b.*?/u/", re.I)
 
 
 def drop_self_answers(text: str) -> str:
     """Remove what a poster added after the book was found ("Solved! The book [City of Masks](...)", "Edit:
-    solved", "[SOLVED]"): such an edit can name the answer, which a query must not (two Reddit-TOMT queries do)."""
+    solved", "[SOLVED]", "Edit: /u/... guessed it"): such an edit can name the answer, which a query must not (four
+    Reddit-TOMT queries do, one in validation)."""
     text = _SOLVED_TAG.sub(" ", text or "")
     lines = []
     for line in text.split("\n"):
-        found = [m.start() for m in (_SOLVED_NOTE.search(line), _EDIT_SOLVED.search(line)) if m]
-        lines.append(line[:min(found)].rstrip() if found else line)
+        if _EDIT_CREDIT.search(line):
+            line = ""
+        found = _SOLVED_NOTE.search(line)
+        lines.append(line[:found.start()].rstrip() if found else line)
     return "\n".join(lines).strip()
 
 
@@ -66,6 +73,8 @@ class RedditTomtBooks(BookDataset):
         self.corpus = corpus
         self.clean_titles = clean_titles
         self.keep_self_answers = keep_self_answers
+        if keep_self_answers:  # other query texts: its own name, so caches keyed by the name do not mix the two
+            self.name = f"{type(self).name}-with-self-answers"
         self.path = self._locate(path, download)
         self.splits = tuple(s for s in ("train", "validation", "test") if (self.path / s / "queries.jsonl").exists())
         if not self.splits:
