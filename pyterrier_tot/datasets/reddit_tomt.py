@@ -19,10 +19,10 @@ __all__ = ["RedditTomtBooks", "clean_reddit_title", "drop_self_answers"]
 _TAG_RE = re.compile(r"\[\s*(?:tomt|book|books|novel)\s*\]", re.I)
 # "[SOLVED]", "\\[Solved!\\]", "(Solved, can't change the flair)": the tag alone goes
 _SOLVED_TAG = re.compile(r"\\?[\[(]\s*\**\s*solved\b[^\])\n]*\\?[\])]", re.I)
-# "Solved! It was ...", "Edit: solved thanks", "SOLVED. AFTER TWENTY YEARS", "Solved Icefall": a "solved" that opens
-# a line or a sentence, or follows "edit:" / "post is", and ends there or is followed by punctuation, a capital, "thank",
-# "it was" or "the book"; the rest of the line goes. "A murder IS SOLVED BY A DOG", "solved crimes with her gran"
-# and "Edit: the crime gets solved" stay.
+# "Solved! It was ...", "Edit: solved thanks", "SOLVED. AFTER TWENTY YEARS", "Solved Icefall": a "solved" that
+# opens a line or a sentence, or follows "edit:" / "post is", and ends there or is followed by punctuation, a
+# capital, "thank", "it was" or "the book"; the rest of the line goes. "A murder IS SOLVED BY A DOG", "solved crimes
+# with her gran" and "Edit: the crime gets solved" stay.
 _SOLVED_NOTE = re.compile(r"(?:^[\W_]*|(?<=[.!?])\s+|(?i:\bedit\b)\s*:?\s*|(?i:\bpost is)\s+)(?i:solved)"
                           r"(?=[\W_]*$|[!.,:;)*\\]|\s+(?:[A-Z]|(?i:thank|it was|the book)))")
 # "Edit: ... /u/someone guessed it: Twin Sisters": an edit that credits a Reddit user goes whole
