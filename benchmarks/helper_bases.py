@@ -47,11 +47,12 @@ def features(index, ds):
     extra = {"title_mpnet": FieldExpert(index, "title", "dense", model=mp),
              "plot_mpnet": FieldExpert(index, "plot", "dense", model=mp)}
     dp = recipe.build_pipeline(index, fts, extra_experts=extra, helpers=helpers, depth=None)
-    f = WORK / f"tuning-{Path(mp).name}+{Path(ml).name}.pkl"
+    tune, _ = recipe.tuning_data(ds)
+    # keyed by the tuning queries' text too: features of differently cleaned queries are computed again
+    f = WORK / f"tuning-{Path(mp).name}+{Path(ml).name}-{recipe.text_fingerprint(tune)[:10]}.pkl"
     seconds = None
     if not f.is_file():
         WORK.mkdir(parents=True, exist_ok=True)
-        tune, _ = recipe.tuning_data(ds)
         t0 = time.time()
         feats = dp.fuser.features((dp.decomposer >> dp.candidates)(tune))
         seconds = round(time.time() - t0, 1)
@@ -144,7 +145,8 @@ def markdown(p) -> str:
         _common.md_table(table, floatfmt="{:.4f}"), "",
         "Weights fitted on the whole slice:", "", weights, "",
         f"Total {p['seconds']} s (features {p['feature_seconds']} s, when computed in this run). "
-        "Re-render: `python benchmarks/helper_bases.py --render`.", ""])
+        "Re-render: `python benchmarks/helper_bases.py --render`.",
+        *([f"Note: {p['note']}"] if p.get("note") else []), ""])
 
 
 if __name__ == "__main__":

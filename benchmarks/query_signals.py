@@ -22,6 +22,7 @@ Needs the tuning features of ``helper_bases.py`` (computed there when missing).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 import time
 from pathlib import Path
@@ -44,8 +45,9 @@ WINDOW, STRIDE, PERCENTILE = 128, 64, 95
 
 
 def encode(model, texts, max_len: int, key: str) -> np.ndarray:
-    """Unit vectors of ``texts`` (cached under ``key``)."""
-    f = WORK / f"{key}.npy"
+    """Unit vectors of ``texts`` (cached under ``key`` and the texts' hash)."""
+    texts = list(texts)
+    f = WORK / f"{key}-{hashlib.sha1(chr(0).join(texts).encode()).hexdigest()[:10]}.npy"
     if f.is_file():
         return np.load(f)
     model.max_seq_length = max_len
@@ -167,7 +169,7 @@ def markdown(p) -> str:
         _common.md_table(table, floatfmt="{:.4f}"), "",
         "Weights fitted on the whole slice:", "", weights, "",
         f"Total {p['seconds']} s ({p['seconds_parts']}). Re-render: `python benchmarks/query_signals.py --render`.",
-        ""])
+        *([f"Note: {p['note']}"] if p.get("note") else []), ""])
 
 
 if __name__ == "__main__":

@@ -44,8 +44,8 @@ TESTED = ["R@1", "R@5", "R@10", "R@20", "MRR"]
 ALPHAS = [round(a / 10, 1) for a in range(11)]
 
 
-def cached(key: str, make, seconds: dict) -> pd.DataFrame:
-    return _common.cached_run(WORK, key, make, seconds)
+def cached(key: str, make, seconds: dict, topics=None) -> pd.DataFrame:
+    return _common.cached_run(WORK, key, make, seconds, topics)
 
 
 def measure_all(run: pd.DataFrame, qrels: pd.DataFrame, names) -> dict:
@@ -127,7 +127,7 @@ def main():
     strong_retrievers.WORK = WORK  # the cross-encoder scores are cached beside this benchmark's runs
 
     # 1-2. the recipe's own near misses on the training queries it may learn from; the cross-encoder from the base
-    rest_run = cached("recipe-rest", lambda: (pipe % args.mine_depth)(rest), seconds)
+    rest_run = cached("recipe-rest", lambda: (pipe % args.mine_depth)(rest), seconds, rest)
     settings = dict(n_negatives=args.negatives, mine_depth=args.mine_depth, epochs=args.epochs, lr=args.lr,
                     head_lr=args.head_lr or None,
                     batch_queries=args.batch_queries, max_length=args.max_length, max_query_tokens=args.query_tokens)
@@ -146,7 +146,7 @@ def main():
     kmax = max(args.ks)
 
     # 3. k and alpha on the tuning slice
-    tune_run = cached("recipe-tuning", lambda: pipe(tune), seconds)
+    tune_run = cached("recipe-tuning", lambda: pipe(tune), seconds, tune)
     tce = ce_scores(f"{out.name}-tuning", ce, [tune_run], tune, kmax, timings)
     k, alpha, grid = choose(tune_run, tce, tqrels, args.ks)
     print(f"chosen on the tuning slice: k={k}, alpha={alpha}", flush=True)
@@ -178,9 +178,10 @@ def section(tag, idx, rec, topics, qrels, base, prec, out, k, alpha, kmax) -> di
     """One data set: BM25, the base alone, the recipe, the recipe >> cross-encoder (chosen k, alpha) and the
     cross-encoder alone over the same top k, from one pt.Experiment with paired tests against the recipe."""
     seconds, timings = {}, {}
-    runs = {"BM25": cached(f"bm25-{tag}", lambda: (idx.bm25() % 1000)(topics), seconds),
-            "base alone": cached(f"base-{tag}", lambda: (idx.dense(base, precision=prec) % 1000)(topics), seconds),
-            "recipe": cached(f"recipe-{tag}", lambda: rec(topics), seconds)}
+    runs = {"BM25": cached(f"bm25-{tag}", lambda: (idx.bm25() % 1000)(topics), seconds, topics),
+            "base alone": cached(f"base-{tag}", lambda: (idx.dense(base, precision=prec) % 1000)(topics), seconds,
+                                 topics),
+            "recipe": cached(f"recipe-{tag}", lambda: rec(topics), seconds, topics)}
     cev = ce_scores(f"{out.name}-{tag}", CrossEncoderReranker(out, idx, k=kmax), [runs["recipe"]], topics, kmax,
                     timings)
     runs[f"recipe >> cross-encoder top {k} (alpha {alpha})"] = interpolate(runs["recipe"], cev, k, alpha)

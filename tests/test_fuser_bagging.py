@@ -145,3 +145,13 @@ def test_recipe_weights_are_bagged_under_their_own_key(monkeypatch):
     # the tuning queries' text is part of the key: weights fitted on differently cleaned queries are not reused
     text = lambda t: recipe._weights_path("ds", None, None, 300, 0, 100, 50, tuning_text=t)  # noqa: E731
     assert text("a") != text("b") != key(recipe.FIT_BAGS)
+
+
+def test_precomputed_tuning_features_of_other_query_texts_are_refused():
+    tuning = pd.DataFrame({"qid": ["1", "2"], "query": ["a ghost", "a dragon"]})
+    feats = pd.DataFrame({"qid": ["1", "1", "2"], "docno": ["a", "b", "a"],
+                          "query": ["a ghost", "a ghost", "a dragon\nSolved! It was Dragon Moon"]})
+    with pytest.raises(ValueError, match="other texts of 1 tuning queries"):
+        recipe._same_queries(feats, tuning, "fitted_weights")
+    recipe._same_queries(feats.assign(query=feats["query"].str.split("\n").str[0]), tuning, "fitted_weights")
+    recipe._same_queries(feats.drop(columns=["query"]), tuning, "fitted_weights")   # no text: nothing to compare

@@ -260,9 +260,19 @@ def _weights_path(ds_name: str, index, fine_tuned: FineTuned, n: int, seed: int,
 
 def _same_queries(feats: Optional[pd.DataFrame], tuning: pd.DataFrame, who: str) -> None:
     # a fit on part of the slice (or on other queries) must never be cached as the recipe's
-    if feats is not None and set(feats["qid"].astype(str)) != set(tuning["qid"].astype(str)):
+    if feats is None:
+        return
+    if set(feats["qid"].astype(str)) != set(tuning["qid"].astype(str)):
         raise ValueError(f"{who}: feats must cover exactly the {len(tuning)} queries of the tuning slice, "
                          f"got {feats['qid'].nunique()} queries")
+    col = "query_0" if "query_0" in feats else "query" if "query" in feats else None  # the text as first given
+    if col is not None:  # features of differently cleaned queries would be cached under the new texts' key
+        got = feats.drop_duplicates("qid").set_index(feats.drop_duplicates("qid")["qid"].astype(str))[col]
+        want = tuning.set_index(tuning["qid"].astype(str))["query"]
+        stale = [q for q in want.index if got.get(q) != want[q]]
+        if stale:
+            raise ValueError(f"{who}: feats were computed for other texts of {len(stale)} tuning queries "
+                             f"(e.g. {stale[:3]}); compute them again")
 
 
 def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING_QUERIES,
