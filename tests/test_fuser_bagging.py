@@ -10,6 +10,7 @@ from test_weighted_fuser import synthetic
 from pyterrier_tot.decomposition import recipe, weighted_fuser
 from pyterrier_tot.decomposition._fast_eval import FastEvaluator, bagged_weights, floor_check
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
+from pyterrier_tot.evaluation import strict_ties
 
 MEASURES = [ir_measures.R @ 1, ir_measures.R @ 3, ir_measures.R @ 10, ir_measures.Success @ 2, ir_measures.RR,
             ir_measures.RR @ 3]
@@ -31,7 +32,8 @@ def tied_frame(seed=0, n_q=25, n_d=12):
 
 
 def ir_measures_values(feats, qrels, w):
-    run = feats.assign(score=feats[["a", "b"]].to_numpy() @ np.asarray(w))   # ties as they come: trec_eval's order
+    run = feats.assign(score=feats[["a", "b"]].to_numpy() @ np.asarray(w))
+    run = strict_ties(run)   # ties in trec_eval's order for every measure, as tot_experiment evaluates them
     q = qrels.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"})
     r = ir_measures.calc_aggregate(MEASURES, q, run.rename(columns={"qid": "query_id", "docno": "doc_id"}))
     return np.array([r[m] for m in MEASURES])

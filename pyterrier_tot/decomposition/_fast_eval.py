@@ -50,8 +50,8 @@ class FastEvaluator:
         self.n_rel = q[q["label"] > 0].groupby("qid").size().reindex(uq).fillna(0).to_numpy()
         sizes = np.diff(np.append(self.starts, len(self.qid_sorted)))
         self.group = np.repeat(np.arange(len(uq)), sizes)
-        # equal scores as ir_measures orders them: docno descending (trec_eval's order; pytrec_eval gives R@k,
-        # Success@k and RR), ascending for RR@k (its msmarco provider)
+        # equal scores in trec_eval's order, docno descending, for every measure (as ``tot_experiment`` and
+        # ``write_trec_run`` order them; ir_measures' own RR@k provider would take them ascending)
         self._tb_asc = pd.factorize(self.docnos, sort=True)[0]
         self._tiebreak = self._tb_asc.max(initial=0) - self._tb_asc
         # each relevant row is compared with the rows of its own query, laid out as a padded matrix
@@ -100,7 +100,6 @@ class FastEvaluator:
         """The value of each of ``measures`` for weights ``w`` (the relevant books are ranked once)."""
         w = np.asarray(w, dtype=float)
         rr = self.relevant_ranks(w)
-        rr_asc = None
         g = self.group[self._rel]
         out = []
         for m in measures:
@@ -111,9 +110,8 @@ class FastEvaluator:
                     np.divide(hit, self.n_rel, out=np.zeros_like(hit), where=self.n_rel > 0)
                 out.append(self._mean(per_q))
             elif name == "RR" and cutoff:
-                rr_asc = self.relevant_ranks(w, ascending=True) if rr_asc is None else rr_asc
                 per_q = np.zeros(len(self.uq))
-                np.maximum.at(per_q, g, np.where(rr_asc <= cutoff, 1.0 / rr_asc, 0.0))
+                np.maximum.at(per_q, g, np.where(rr <= cutoff, 1.0 / rr, 0.0))
                 out.append(self._mean(per_q))
             elif name == "RR":
                 inv = 1.0 / rr
