@@ -117,8 +117,8 @@ def fine_tuned_models(fine_tuned: FineTuned) -> Dict[str, str]:
 
 
 #: The base :func:`tuned_pipeline` fine-tunes when none is named: the one we recommend. On Reddit-TOMT validation its
-#: recipe (with its helper, :data:`~pyterrier_tot.decomposition.bases.HELPERS`) has R@5 .704 / MRR .609 against
-#: MiniLM's .622 / .520 (``recipe_depth_mpnet.md``, ``recipe_depth.md``; BIRCO dev nDCG@10 .561 against .434).
+#: recipe (with its helper, :data:`~pyterrier_tot.decomposition.bases.HELPERS`) has R@5 .708 / MRR .612 against
+#: MiniLM's .614 / .522 (``recipe_depth_mpnet.md``, ``recipe_depth.md``; BIRCO dev nDCG@10 .561 against .434).
 #: It costs more: a 420 MB model, two epochs of 28-64 minutes on two CPU cores in fp32 (~14 where bf16 is native;
 #: 23 s in all on an H200) against MiniLM's ~19 (which the default trains too, as its helper), and 2-3x the
 #: encoding time.
