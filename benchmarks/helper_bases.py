@@ -129,9 +129,14 @@ def main():
     _common.write_results(NAME, payload, markdown(payload))
 
 
-def markdown(p) -> str:
+def halves_sections(p) -> list:
+    """The markdown lines of a :func:`compare_on_halves` result: its table, then the weights on the whole slice."""
     table = pd.DataFrame([{"experts": v, **r} for v, r in p["rows"].items()])
     weights = "\n".join(f"- {v}: `{w}`" for v, w in p["weights_on_the_whole_slice"].items())
+    return [_common.md_table(table, floatfmt="{:.4f}"), "", "Weights fitted on the whole slice:", "", weights, ""]
+
+
+def markdown(p) -> str:
     return "\n".join([
         "# Helper experts beside the mpnet base (issue 31.2 / 31.3)", "",
         f"Inside the tuning slice only ({p['tuning_queries']} training queries; validation not read): "
@@ -142,8 +147,7 @@ def markdown(p) -> str:
         "paired over the same halves against the recipe as it was (held-out halves overlap, so the standard "
         f"errors are optimistic). The MiniLM helper is `{p['models']['minilm']}`; `title_mpnet` / `plot_mpnet` "
         "are the fine-tuned mpnet scoring the title / plot clue. One run; the first row is the baseline.", "",
-        _common.md_table(table, floatfmt="{:.4f}"), "",
-        "Weights fitted on the whole slice:", "", weights, "",
+        *halves_sections(p),
         f"Total {p['seconds']} s (features {p['feature_seconds']} s, when computed in this run). "
         "Re-render: `python benchmarks/helper_bases.py --render`.",
         *([f"Note: {p['note']}"] if p.get("note") else []), ""])

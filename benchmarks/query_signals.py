@@ -152,8 +152,6 @@ def main():
 
 
 def markdown(p) -> str:
-    table = pd.DataFrame([{"experts": v, **r} for v, r in p["rows"].items()])
-    weights = "\n".join(f"- {v}: `{w}`" for v, w in p["weights_on_the_whole_slice"].items())
     return "\n".join([
         "# Signals for a training-free second stage (issue 31.4, two CPU cores)", "",
         f"Inside the tuning slice only ({p['tuning_queries']} training queries; validation not read): "
@@ -166,8 +164,7 @@ def markdown(p) -> str:
         f"best of {p['window']}-piece windows (stride {p['stride']}); `past_queries_*`: the book's most similar "
         "solved training request outside the slice (fine-tuned mpnet / zero-shot MiniLM), above the query's "
         f"{p['percentile']}th-percentile similarity to all of them. One run; the first row is the baseline.", "",
-        _common.md_table(table, floatfmt="{:.4f}"), "",
-        "Weights fitted on the whole slice:", "", weights, "",
+        *helper_bases.halves_sections(p),
         f"Total {p['seconds']} s ({p['seconds_parts']}). Re-render: `python benchmarks/query_signals.py --render`.",
         *([f"Note: {p['note']}"] if p.get("note") else []), ""])
 
