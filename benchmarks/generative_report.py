@@ -56,11 +56,14 @@ FACTORS = [("epochs 5 -> 20", "sem-cheap-ft-e5", "sem-cheap-ft"),
 
 
 def per_query(run, qrels, measure) -> "dict":
-    """{qid: value} of one ir_measures measure (0 for a query the run does not cover)."""
+    """{qid: value} of one ir_measures measure (0 for a query the run does not cover); tied scores in trec_eval's
+    order, as ``tot_experiment`` measures them (ir_measures' RR@k provider would order them the other way)."""
     import ir_measures
 
+    from pyterrier_tot.evaluation import strict_ties
+
     q = qrels.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"})
-    r = run.rename(columns={"qid": "query_id", "docno": "doc_id"})
+    r = strict_ties(run[["qid", "docno", "score"]]).rename(columns={"qid": "query_id", "docno": "doc_id"})
     return {m.query_id: m.value for m in ir_measures.iter_calc([measure], q, r)}
 
 
