@@ -178,12 +178,13 @@ def test_base_grid_saves_every_epoch_and_choose_base_picks_on_the_slice(index, t
 
 
 def test_a_cached_base_is_reused_only_for_the_queries_it_was_trained_on(index, tmp_path, monkeypatch):
-    from pyterrier_tot.decomposition.protocol import qid_fingerprint, train_data, training_info
+    from pyterrier_tot.decomposition.protocol import qid_fingerprint, text_fingerprint, train_data, training_info
 
     monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
     ds, tiny = TinyDataset(), dict(max_steps=1, batch_size=4, max_seq_length=32, verbose=False)
     path = bases.fine_tuned_base(ds, 4, model="minilm", index=index, **tiny)
     assert training_info(path)["train_qids"] == qid_fingerprint(train_data(ds, "rest", 4)[0])
+    assert training_info(path)["train_text"] == text_fingerprint(train_data(ds, "rest", 4)[0])
     # another tuning seed draws another slice: its own folder, never the seed-0 model (trained on its slice)
     assert bases.fine_tuned_base(ds, 4, seed=1, model="minilm", index=index, train=False, max_steps=1,
                                  batch_size=4, max_seq_length=32) is None

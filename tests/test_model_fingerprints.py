@@ -135,3 +135,23 @@ def test_a_base_folder_without_its_training_queries_is_reused_with_a_warning_onc
         warnings.simplefilter("error")
         check_trained_on(tmp_path, topics)                      # once per folder
         check_trained_on(tmp_path / "untrained-by-us", topics)  # no record at all: nothing to say
+
+
+
+def test_a_base_trained_on_other_texts_of_its_queries_is_refused(tmp_path):
+    import json
+
+    from pyterrier_tot.decomposition.protocol import check_trained_on, qid_fingerprint, text_fingerprint
+
+    topics = pd.DataFrame({"qid": ["1", "2"], "query": ["a ghost", "a dragon"]})
+    edited = topics.assign(query=["a ghost\nSolved! It was Ghost Light", "a dragon"])
+    record = {"kind": "base", "train_qids": qid_fingerprint(topics), "train_text": text_fingerprint(edited)}
+    (tmp_path / "pyterrier_tot_training.json").write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="other texts"):
+        check_trained_on(tmp_path, topics)
+    check_trained_on(tmp_path, edited)                           # the texts it was trained on: reused
+    no_text = tmp_path / "no-text"
+    no_text.mkdir()
+    (no_text / "pyterrier_tot_training.json").write_text(json.dumps({**record, "train_text": None}))
+    with pytest.warns(UserWarning, match="did not record its training queries' text"):
+        check_trained_on(no_text, topics)

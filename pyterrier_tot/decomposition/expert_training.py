@@ -18,7 +18,8 @@ Default budget (CPU-sized): 1 epoch, batch 16, ``max_seq_length`` 256, lr 2e-5, 
 A trained model is a ``pt.Artifact`` folder (:class:`~pyterrier_tot.models.BiEncoderModel`, type ``biencoder``,
 format ``sentence_transformers``): a plain sentence-transformers directory (safetensors weights) plus
 ``pt_meta.json`` and ``pyterrier_tot_training.json`` (base model, field, pair count, hyper-parameters, seconds
-taken; a base records ``train_qids``, the sha1 of its training qids). The folder is written atomically, so a
+taken; a base records ``train_qids`` and ``train_text``, the sha1 of its training qids and of their
+text). The folder is written atomically, so a
 killed training never leaves one that looks finished; ``pt.Artifact.load(path)`` opens it. Training uses
 ``SentenceTransformer.old_fit``: the installed sentence-transformers 6.2 routes ``fit`` through
 ``SentenceTransformerTrainer``, which needs the ``datasets`` and ``accelerate`` packages that are not
@@ -42,7 +43,7 @@ from pyterrier_tot._artifact import META_FILE, building, read_meta, write_meta
 from pyterrier_tot._util import cache_dir, is_missing, require_columns
 from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column, clues_na_as_none
-from pyterrier_tot.decomposition.protocol import qid_fingerprint
+from pyterrier_tot.decomposition.protocol import qid_fingerprint, text_fingerprint
 from pyterrier_tot.models import TRAINING_FILE, BiEncoderModel
 
 #: Default hyper-parameters (CPU-sized).
@@ -382,7 +383,9 @@ def train_base_retriever(topics: pd.DataFrame, qrels: pd.DataFrame, corpus,
     """Fine-tune the base retriever on (full query, gold book title + text) pairs. ``corpus``: a corpus frame or a
     BookIndex, streamed or not (only the gold books are read, by docno)."""
     pairs = build_pairs(topics, qrels, corpus, "query", doc_fields)
-    meta = {"field": "+".join(doc_fields), "train_qids": qid_fingerprint(topics)}  # what reuse is checked against
+    # what reuse is checked against: the training queries and their text
+    meta = {"field": "+".join(doc_fields), "train_qids": qid_fingerprint(topics),
+            "train_text": text_fingerprint(topics)}
     return train_biencoder(pairs, output_dir, kind="base", extra_metadata=meta, **kwargs)
 
 

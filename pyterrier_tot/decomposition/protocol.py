@@ -103,15 +103,21 @@ _UNCHECKED: set = set()
 def check_trained_on(path: Union[str, Path], topics: pd.DataFrame) -> None:
     """Refuse a cached model folder whose training record names other training queries than ``topics`` (the
     folder of another tuning seed, training set or version of the dataset): it would be reused silently, and its
-    training queries could overlap the tuning slice. A folder trained by an older version (a training record
-    without ``train_qids``) passes with a warning, once per folder: it cannot be checked."""
+    training queries could overlap the tuning slice; or one trained on other texts of the same queries (a loader
+    that now cleans them differently). A folder trained by an older version (a training record without
+    ``train_qids`` or ``train_text``) passes with a warning, once per folder: it cannot be checked."""
     info = training_info(path)
-    recorded = info.get("train_qids")
-    if info.get("kind") and not recorded and str(path) not in _UNCHECKED:
+    recorded, text = info.get("train_qids"), info.get("train_text")
+    if info.get("kind") and not (recorded and text) and str(path) not in _UNCHECKED:
         _UNCHECKED.add(str(path))
-        warnings.warn(f"the cached model {path} was trained by an older version that did not record its training "
-                      "queries, so it cannot be checked against the tuning slice; delete the folder to retrain it "
-                      "if its training queries may differ", stacklevel=3)
+        what = "training queries" if not recorded else "training queries' text"
+        warnings.warn(f"the cached model {path} was trained by an older version that did not record its {what}, "
+                      "so it cannot be checked against the queries it stands for now; delete the folder to retrain "
+                      "it if they may differ", stacklevel=3)
+    if recorded and text and recorded == qid_fingerprint(topics) and text != text_fingerprint(topics):
+        raise ValueError(f"the cached model {path} was trained on other texts of its {len(topics)} training queries "
+                         "(the loader now cleans them differently); delete the folder to retrain it, or pass path= "
+                         "to train into another folder")
     if recorded and recorded != qid_fingerprint(topics):
         raise ValueError(f"the cached model {path} was trained on other queries than the {len(topics)} training "
                          "queries it stands for now (another tuning seed, training set or dataset version); "
