@@ -92,14 +92,21 @@ def tot_experiment(systems, topics: pd.DataFrame, qrels: pd.DataFrame, measures=
                          baseline=baseline, round=round, **kwargs)
 
 
+def trec_order(results: pd.DataFrame) -> pd.DataFrame:
+    """``results`` sorted as trec_eval ranks a query: score descending, ties by docno descending (as text)."""
+    key = pd.DataFrame({"qid": results["qid"].to_numpy(), "score": results["score"].to_numpy(),
+                        "docno": results["docno"].astype(str).to_numpy()})   # positions, whatever the index
+    order = key.sort_values(["qid", "score", "docno"], ascending=[True, False, False], kind="mergesort").index
+    return results.iloc[order]
+
+
 def strict_ties(results: pd.DataFrame) -> pd.DataFrame:
     """``results`` in trec_eval's order (score descending, then docno descending as text) with tied scores nudged
     down by units in the last place until each query's scores strictly decrease, and ranks renumbered: the same
     ranking for every evaluator, with the scores (nearly) as they were."""
     if not len(results):
         return results
-    out = results.assign(_docno=results["docno"].astype(str))
-    out = out.sort_values(["qid", "score", "_docno"], ascending=[True, False, False], kind="mergesort")
+    out = trec_order(results)
     scores = out["score"].to_numpy(dtype=float).copy()
     qids = out["qid"].to_numpy()
     same = np.r_[False, qids[1:] == qids[:-1]]
@@ -108,7 +115,7 @@ def strict_ties(results: pd.DataFrame) -> pd.DataFrame:
         for i in range(todo[0], len(scores)):   # nudges cascade down the rest of the ranking
             if same[i] and scores[i] >= scores[i - 1]:
                 scores[i] = np.nextafter(scores[i - 1], -np.inf)
-    out = out.drop(columns=["_docno", "rank"], errors="ignore").assign(score=scores)
+    out = out.drop(columns=["rank"], errors="ignore").assign(score=scores)
     return pt.model.add_ranks(out)
 
 
@@ -203,9 +210,9 @@ def write_trec_run(results: pd.DataFrame, path: Union[str, os.PathLike], run_nam
     if bad.any():
         raise ValueError(f"write_trec_run: score must be a finite number; (qid, docno) with a missing, NaN or "
                          f"infinite score: {res.loc[bad, ['qid', 'docno']].values.tolist()[:5]}")
-    # trec_eval orders a query by score and breaks ties by docno, descending: the ranks written follow that
-    # order, so the file's ranks, its scores and what trec_eval / ir_measures evaluate agree
-    res = res.sort_values(["qid", "score", "docno"], ascending=[True, False, False], kind="stable")
+    # the ranks written follow trec_eval's order, so the file's ranks, its scores and what trec_eval / ir_measures
+    # evaluate agree
+    res = trec_order(res)
     res["rank"] = res.groupby("qid").cumcount() + 1
     if depth is not None:
         res = res[res["rank"] <= depth]

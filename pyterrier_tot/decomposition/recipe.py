@@ -267,7 +267,8 @@ def _same_queries(feats: Optional[pd.DataFrame], tuning: pd.DataFrame, who: str)
                          f"got {feats['qid'].nunique()} queries")
     col = "query_0" if "query_0" in feats else "query" if "query" in feats else None  # the text as first given
     if col is not None:  # features of differently cleaned queries would be cached under the new texts' key
-        got = feats.drop_duplicates("qid").set_index(feats.drop_duplicates("qid")["qid"].astype(str))[col]
+        first = feats.drop_duplicates("qid")
+        got = pd.Series(first[col].to_numpy(), index=first["qid"].astype(str))
         want = tuning.set_index(tuning["qid"].astype(str))["query"]
         stale = [q for q in want.index if got.get(q) != want[q]]
         if stale:
