@@ -250,9 +250,9 @@ def _weights_path(ds_name: str, index, fine_tuned: FineTuned, n: int, seed: int,
         parts.append({"model_fingerprints": _fingerprints(fts)})
     if helpers:
         parts.append({"helpers": _fingerprints(helpers)})
-    if bags:  # absent for one ascent, so weights cached before bagging are found again
+    if bags:  # absent for one ascent
         parts.append({"bags": int(bags), "bag_seed": 0})
-    if extra_experts:  # absent for the plain recipe, so weights cached before the option are found again
+    if extra_experts:  # absent for the plain recipe
         parts.append({name: repr(e) for name, e in extra_experts.items()})
     key = json.dumps(parts)
     return cache_dir() / "models" / f"fuser-{ds_name}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
