@@ -200,14 +200,16 @@ def choose(models: dict) -> str:
     return max(keys, key=lambda k: (measures(models[k]["tuning"])["R@5"], -keys.index(k)))
 
 
-def pack(out: Path, key: str = "", chunk_mib: float = 15.9, parts: Path = Path("/tmp/parts")) -> List[Path]:
+def pack(out: Path, key: str = "", chunk_mib: float = 15.9, parts: Path = Path("/tmp/parts"),
+         results: str = "grid_results.json") -> List[Path]:
     """The model ``key`` of a run (default: the chosen one) as fp16 weights in chunks ``w00``, ``w01``, ... under
-    ``parts`` (files back from the GPU machine are capped at 16 MiB) + a tar of its other files in ``out``."""
+    ``parts`` (files back from the GPU machine are capped at 16 MiB) + a tar of its other files in ``out``.
+    ``results``: the run's results file in ``out`` (its ``models[key]["path"]`` is the model folder)."""
     import tarfile
 
     from safetensors.torch import load_file, save
 
-    res = json.loads((out / "grid_results.json").read_text())
+    res = json.loads((out / results).read_text())
     key = key or res.get("chosen") or list(res["models"])[-1]  # a run stopped at its limit: its last model
     path = Path(res["models"][key]["path"])
     weights = load_file(str(path / "model.safetensors"))

@@ -27,7 +27,10 @@ from base_grid_device import _library, install_into, measures  # noqa: E402
 EPOCHS = (3, 8)
 
 
-def export(kit: Path, negatives: int) -> None:
+def export(kit: Path, negatives: int, source: str = "minilm") -> None:
+    """``source``: whose runs the groups and candidates come from: ``minilm`` (the MiniLM recipe's, cached by
+    ``second_stage.py``) or ``default`` (the default recipe's, cached by ``rerank_device.py export``; validation
+    candidates too, for the report)."""
     import _common
 
     import pyterrier_tot as ptt
@@ -35,31 +38,43 @@ def export(kit: Path, negatives: int) -> None:
 
     ds = ptt.get_dataset("reddit-tomt-books")
     index = ptt.BookIndex(ds)
-    work = _common.WORK / "second_stage"
+    work = _common.WORK / ("second_stage" if source == "minilm" else "rerank_device")
     missing = lambda: (_ for _ in ()).throw(SystemExit("run benchmarks/second_stage.py once first"))  # noqa: E731
     rest_run = _common.cached_run(work, "recipe-rest", missing, {})
     tune_run = _common.cached_run(work, "recipe-tuning", missing, {})
-    pipe = recipe.tuned_pipeline(ds, index, base="minilm")
+    pipe = recipe.tuned_pipeline(ds, index, base="minilm" if source == "minilm" else recipe.DEFAULT_BASE)
     s = {**second_stage.SETTINGS, "n_negatives": negatives}
     groups = second_stage.recipe_groups(ds, index, pipe, negatives, s["mine_depth"], run=rest_run)
-    tune, tqrels = recipe.train_data(ds, "tuning")
-    top = tune_run.sort_values(["qid", "score"], ascending=[True, False], kind="stable")
-    top = top[top.groupby("qid").cumcount() < s["mine_depth"]]
     texts = dict(zip(index.corpus["docno"], index.corpus["title"].fillna("") + "\n" + index.corpus["text"].fillna("")))
-    queries = dict(zip(tune["qid"].astype(str), tune["query"]))
-    candidates = [{"qid": str(q), "query": queries[str(q)], "docnos": list(g["docno"].astype(str)),
-                   "texts": [texts[d].strip() for d in g["docno"].astype(str)]} for q, g in top.groupby("qid")]
+
+    def candidates(run, topics) -> list:
+        top = run.sort_values(["qid", "score"], ascending=[True, False], kind="stable")
+        top = top[top.groupby("qid").cumcount() < s["mine_depth"]]
+        queries = dict(zip(topics["qid"].astype(str), topics["query"]))
+        return [{"qid": str(q), "query": queries[str(q)], "docnos": list(g["docno"].astype(str)),
+                 "scores": list(g["score"].astype(float)), "texts": [texts[d].strip() for d in g["docno"].astype(str)]}
+                for q, g in top.groupby("qid")]
+
+    tune, tqrels = recipe.train_data(ds, "tuning")
     kit.mkdir(parents=True, exist_ok=True)
-    data = {"settings": s, "groups": groups, "tuning": candidates,
+    data = {"settings": s, "groups": groups, "tuning": candidates(tune_run, tune), "source": source,
             "tuning_qrels": tqrels[["qid", "docno", "label"]].astype({"qid": str, "docno": str}).to_dict("records")}
+    if source != "minilm":
+        val, vqrels = ds.get_topics("validation"), ds.get_qrels("validation")
+        data["validation"] = candidates(_common.cached_run(work, "recipe-validation", missing, {}), val)
+        data["validation_qrels"] = vqrels[["qid", "docno", "label"]].astype({"qid": str, "docno": str}).to_dict(
+            "records")
     with gzip.open(kit / "ce.json.gz", "wt", encoding="utf8") as f:
         json.dump(data, f)
-    print(len(groups), "groups,", len(candidates), "tuning queries,", s)
+    print(len(groups), "groups,", len(data["tuning"]), "tuning queries,", s)
 
 
-def run(kit: Path, model_dir: str, out: Path, dry: bool = False) -> None:
+def run(kit: Path, model_dir: str, out: Path, dry: bool = False, epochs_list=EPOCHS, tf32: bool = False) -> None:
+    """``tf32``: TensorFloat-32 matrix products (an mpnet cross-encoder trains several times faster on a GPU)."""
     import torch
 
+    if tf32:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     _library(("decomposition", "rerank"))
     from pyterrier_tot.rerank import cross_encoder as ce
 
@@ -69,13 +84,13 @@ def run(kit: Path, model_dir: str, out: Path, dry: bool = False) -> None:
     if dry:
         groups, cands = groups[:16], cands[:5]
     gold = {}
-    for r in data["tuning_qrels"]:
+    for r in data["tuning_qrels"] + data.get("validation_qrels", []):
         if int(r["label"]) > 0:
             gold.setdefault(r["qid"], []).append(r["docno"])
     device = "cuda" if torch.cuda.is_available() else "cpu"
     results = {"device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu", "torch": torch.__version__,
-               "settings": s, "n_groups": len(groups), "models": {}}
-    for epochs in ((1,) if dry else EPOCHS):
+               "settings": s, "n_groups": len(groups), "models": {}, "tf32": tf32, "source": data.get("source")}
+    for epochs in ((1,) if dry else epochs_list):
         path = Path("/tmp/ce") / f"e{epochs}" if not dry else out / f"e{epochs}"
         ce.train_cross_encoder(groups, path, base_model=model_dir, n_negatives=s["n_negatives"], epochs=epochs,
                                lr=s["lr"], head_lr=s["head_lr"], batch_queries=s["batch_queries"],
@@ -83,16 +98,21 @@ def run(kit: Path, model_dir: str, out: Path, dry: bool = False) -> None:
                                max_steps=2 if dry else s["max_steps"], show_progress_bar=False, device=device,
                                extra_metadata={"mined_from": f"recipe top {s['mine_depth']}", "init": "base"})
         tok, model = ce._load(path, device)
-        ranks = {}
-        for c in cands:
-            scores = ce.score_pairs(tok, model, [c["query"]] * len(c["texts"]), c["texts"], batch_size=64,
-                                    max_length=s["max_length"], max_query_tokens=s["max_query_tokens"])
-            order = [c["docnos"][i] for i in sorted(range(len(scores)), key=lambda i: -scores[i])]
-            ranks[c["qid"]] = [order.index(d) + 1 if d in order else 0 for d in gold.get(c["qid"], [])]
         info = json.loads((path / ce.TRAINING_FILE).read_text())
-        results["models"][f"e{epochs}"] = {"epochs": epochs, "path": str(path), "tuning": ranks,
-                                           "seconds": info["seconds"], "first_loss": info["first_loss"],
-                                           "last_loss": info["last_loss"]}
+        entry = {"epochs": epochs, "path": str(path), "seconds": info["seconds"], "first_loss": info["first_loss"],
+                 "last_loss": info["last_loss"], "scores": {}}
+        for split in ("tuning", "validation"):
+            ranks = {}
+            for c in (cands if split == "tuning" else data.get("validation", [])[:5 if dry else None]):
+                scores = ce.score_pairs(tok, model, [c["query"]] * len(c["texts"]), c["texts"], batch_size=64,
+                                        max_length=s["max_length"], max_query_tokens=s["max_query_tokens"])
+                entry["scores"].setdefault(split, {})[c["qid"]] = [float(x) for x in scores]
+                order = [c["docnos"][i] for i in sorted(range(len(scores)), key=lambda i: -scores[i])]
+                ranks[c["qid"]] = [order.index(d) + 1 if d in order else 0 for d in gold.get(c["qid"], [])]
+            if ranks:
+                entry[split] = ranks
+        ranks = entry["tuning"]
+        results["models"][f"e{epochs}"] = entry
         print(f"[{time.time() - t0:5.0f}s] e{epochs}: loss {info['first_loss']:.3f} -> {info['last_loss']:.3f}, "
               f"tuning (alone, top {s['mine_depth']}) {measures(ranks)}", flush=True)
         out.mkdir(parents=True, exist_ok=True)
@@ -143,9 +163,13 @@ def report(out: Path) -> None:
 if __name__ == "__main__":
     verb = sys.argv[1]
     if verb == "export":
-        export(Path(sys.argv[2]), int(sys.argv[sys.argv.index("--negatives") + 1]) if "--negatives" in sys.argv else 7)
+        export(Path(sys.argv[2]), int(sys.argv[sys.argv.index("--negatives") + 1]) if "--negatives" in sys.argv else 7,
+               sys.argv[sys.argv.index("--source") + 1] if "--source" in sys.argv else "minilm")
     elif verb == "run":
-        run(Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]), dry="--dry" in sys.argv)
+        eps = tuple(int(e) for e in sys.argv[sys.argv.index("--epochs") + 1].split(",")) if "--epochs" in sys.argv \
+            else EPOCHS
+        run(Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]), dry="--dry" in sys.argv, epochs_list=eps,
+            tf32="--tf32" in sys.argv)
     elif verb == "install":
         install(Path(sys.argv[2]))
     elif verb == "report":

@@ -36,6 +36,37 @@ def test_measures_are_ir_measures():
     assert ours["MRR"] == pytest.approx(theirs[RR], abs=1e-4)
 
 
+def test_rerank_device_measures_are_ir_measures_with_trec_eval_ties():
+    """rerank_device's choice runs on the GPU machine with its own evaluator: its measures equal ir_measures' on
+    runs with tied scores (trec_eval: ties by docno, descending), and its mix re-scores only the top k."""
+    import pandas as pd
+    import rerank_device as rr
+
+    rng = random.Random(5)
+    rows, qrels = [], []
+    for q in range(30):
+        docs = rng.sample([f"d{i:02d}" for i in range(40)], 25)
+        rows += [(str(q), d, float(rng.choice([1, 2, 3, 4]))) for d in docs]  # many ties
+        qrels += [{"qid": str(q), "docno": d, "label": 1} for d in rng.sample(docs[:20], rng.choice([1, 2]))]
+    run = pd.DataFrame(rows, columns=["qid", "docno", "score"])
+    ours = rr.floor_measures(rr.gold_ranks(run, qrels))
+    names = ["R@1", "R@2", "R@3", "R@5", "R@10", "R@20", "RR"]
+    theirs = ir_measures.calc_aggregate([ir_measures.parse_measure(n) for n in names],
+                                        [ir_measures.Qrel(r["qid"], r["docno"], 1) for r in qrels],
+                                        [ir_measures.ScoredDoc(*r) for r in rows])
+    for n in names:
+        assert ours[n] == pytest.approx(theirs[ir_measures.parse_measure(n)], abs=1e-9), n
+    cos = {q: {d: rng.random() for d in g["docno"]} for q, g in run.groupby("qid")}
+    mixed = rr.mix(run, cos, k=5, alpha=0.6)
+    for q, g in mixed.groupby("qid"):
+        before = run[run["qid"] == q].sort_values("score", ascending=False, kind="stable")
+        top, s = before.iloc[:5], before.iloc[:5]["score"]
+        want = 0.6 * top["docno"].map(cos[q]) + 0.4 * (s - s.min()) / (s.max() - s.min() or 1)
+        got = g.set_index("docno").loc[top["docno"], "score"].to_numpy()
+        assert got == pytest.approx(want.to_numpy())
+        assert set(g.nlargest(5, "score")["docno"]) == set(top["docno"])
+
+
 def test_a_model_survives_the_trip_back(tmp_path):
     """pack (on the GPU machine) -> chunks + rest.tar -> assemble (here): the weights come back in fp32, equal to
     their fp16 rounding, and every other file of the folder with them."""
@@ -69,7 +100,9 @@ def test_training_modules_import_without_the_package_init():
     code = ("import sys; sys.path.insert(0, 'benchmarks'); import base_grid_device as b; "
             "et, hn = b._library(('decomposition', 'rerank')); "
             "from pyterrier_tot.rerank import cross_encoder; "
+            "from pyterrier_tot.decomposition import second_stage; "
             "assert callable(et.train_biencoder) and callable(cross_encoder.train_cross_encoder); "
+            "assert callable(second_stage.reranker_examples); "
             "assert 'pyterrier_tot.index' not in sys.modules and 'pyterrier_dr' not in sys.modules, "
             "sorted(m for m in sys.modules if m.startswith('pyterrier'))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -88,3 +88,53 @@ def test_fine_tuned_cross_encoder_names_every_training_setting(tmp_path, monkeyp
     assert recipe.fine_tuned_cross_encoder(ds, index=object(), verbose=False, train=False) == plain
     assert recipe.fine_tuned_cross_encoder(ds, index=object(), head_lr=1e-3, verbose=False) == head
     assert [h for _, h in made] == [None, 1e-3]                      # each trained once
+
+
+def test_reranker_negatives_are_the_runs_first_non_gold_books():
+    """The bi-encoder re-ranker's negatives come from the first ``depth`` books of the run that are not the gold
+    one (a gold book ranked inside them never becomes a negative); extra anchors share their query's negatives."""
+    books = pd.DataFrame(TINY_BOOKS)
+    queries = pd.DataFrame({"qid": ["a", "b"], "query": ["first request", "second request"]})
+    qrels = pd.DataFrame({"qid": ["a", "b"], "docno": ["b1", "b4"], "label": [1, 1]})
+    run = pd.DataFrame({"qid": ["a"] * 5 + ["b"] * 5, "docno": ["b2", "b1", "b3", "b5", "b6"] * 2,
+                        "score": [5, 4, 3, 2, 1] * 2})
+    title = {b["docno"]: b["title"] for b in TINY_BOOKS}
+    for seed in range(4):
+        ex = second_stage.reranker_examples(queries, qrels, books, run, n_negatives=2, depth=2, seed=seed)
+        assert [e[0] for e in ex] == ["first request", "second request"]
+        assert ex[0][1].startswith(title["b1"]) and ex[1][1].startswith(title["b4"])
+        negs = [{d for d, t in title.items() if n.startswith(t)} for n in ex[0][2:]]
+        assert {d for n in negs for d in n} == {"b2", "b3"}         # b1 (gold) skipped; b5 is beyond depth
+        assert {d for n in [{d for d, t in title.items() if n.startswith(t)} for n in ex[1][2:]] for d in n} \
+            == {"b2", "b1"}                                           # the run's first two for b (its gold: b4)
+    forms = pd.DataFrame({"qid": ["a"], "query": ["title: a dragon"]})
+    both = second_stage.reranker_examples(queries, qrels, books, run, 2, 2, 0, forms)
+    assert len(both) == 3 and both[2][0] == "title: a dragon" and both[2][1:] == both[0][1:]
+
+
+def test_recipe_reranker_trains_from_the_base_is_cached_and_reranks(index, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
+    ds = TinyDataset()
+    rest, _ = recipe.train_data(ds, "rest", 4)
+    kw = dict(base="minilm", n=4, train_settings=dict(max_steps=1, batch_size=4, max_seq_length=32), verbose=False,
+              n_negatives=1, mine_depth=3, epochs=1)
+    assert second_stage.recipe_reranker(ds, index, train=False, **kw) is None
+    assert second_stage.reranker_stage(ds, index, train=False, **kw) is None
+    path = second_stage.recipe_reranker(ds, index, run=(index.dense() % 5)(rest), device="cpu", **kw)
+    base = recipe.fine_tuned_bases(ds, index, "minilm", train=False, n=4, verbose=False,
+                                   **kw["train_settings"])["dense_ft"]
+    assert path == str(second_stage.reranker_dir(base, n_negatives=1, mine_depth=3, epochs=1))
+    info = json.loads((Path(path) / "pyterrier_tot_training.json").read_text())
+    assert info["kind"] == "reranker" and info["init"] == str(base) and info["mined_from"] == ["recipe top 3"]
+    assert second_stage.recipe_reranker(ds, index, train=False, **kw) == path      # cached, not retrained
+    stage = second_stage.reranker_stage(ds, index, train=False, k=3, alpha=0.5, **kw)
+    assert stage.model == path and stage.k == 3 and stage.alpha == 0.5 and stage.max_chars is None
+    res = (index.bm25() % 5)(pd.DataFrame({"qid": ["q"], "query": ["a dragon and the moon"]}))
+    out = stage(res)
+    assert len(out) == len(res) and sorted(out["rank"]) == list(range(len(res)))
+    assert set(out.nsmallest(2, "rank")["docno"]) <= set(res.nsmallest(3, "rank")["docno"])  # only the top 3 move
+    assert list(out.nlargest(2, "rank")["docno"]) == list(res.nlargest(2, "rank")["docno"])
+    with pytest.raises(ValueError, match="unknown settings"):
+        second_stage.recipe_reranker(ds, index, base="minilm", epoch=2)
+    with pytest.raises(ValueError, match="one model"):
+        second_stage.recipe_reranker(ds, index, base=["minilm", "mpnet"])

@@ -41,6 +41,43 @@ def model_dir(base: str, **settings) -> Path:
                                      + (f"-s{s['max_steps']}" if s["max_steps"] else ""))
 
 
+#: The bi-encoder re-ranker (``recipe_reranker``): a second model trained from the base on the recipe's near misses
+#: (``n_negatives`` drawn from the first ``mine_depth`` non-gold books of the recipe's ranking, the rule-clue form
+#: of each query as one more anchor), re-scoring the recipe's top ``k`` by ``alpha * cos + (1 - alpha) *
+#: minmax(recipe)``. Variant, ``k`` and ``alpha`` chosen on the tuning slice by ``benchmarks/rerank_device.py``
+#: (trained on a GPU); not part of the default recipe: on validation it moved R@5 and MRR by less than noise.
+RERANKER = dict(n_negatives=2, mine_depth=30, epochs=2, lr=2e-5, clue_forms=True, seed=0, k=100, alpha=0.6)
+
+
+def reranker_dir(base: str, **settings) -> Path:
+    """The cache folder of the bi-encoder re-ranker trained from ``base`` (a model folder) with ``settings``."""
+    s = {**RERANKER, **settings}
+    return cache_dir() / "models" / (f"rr-on-{Path(base).name}-recipe-top{s['mine_depth']}-neg{s['n_negatives']}"
+                                     f"-lr{s['lr']:g}-e{s['epochs']}" + ("-forms" if s["clue_forms"] else "")
+                                     + (f"-seed{s['seed']}" if s["seed"] else ""))
+
+
+def reranker_examples(queries, qrels, corpus, run, n_negatives: int = RERANKER["n_negatives"],
+                      depth: int = RERANKER["mine_depth"], seed: int = RERANKER["seed"], forms=None) -> list:
+    """(query, gold, negatives...) examples: each query's negatives drawn (seeded) from the first ``depth``
+    non-gold books of ``run`` (its ranking of ``queries``, by score); ``forms``: extra anchors (``qid, query``,
+    e.g. clue forms) that share their query's gold book and negatives."""
+    from pyterrier_tot.decomposition.expert_training import build_examples
+    from pyterrier_tot.decomposition.hard_negatives import sample_negatives
+
+    gold = set(zip(qrels["qid"].astype(str), qrels["docno"].astype(str)))
+    top = run.astype({"qid": str, "docno": str}).sort_values(["qid", "score"], ascending=[True, False],
+                                                             kind="stable")
+    mined = top[[(q, d) not in gold for q, d in zip(top["qid"], top["docno"])]].copy()
+    mined = mined[mined.groupby("qid").cumcount() < depth]
+    mined["rank"] = mined.groupby("qid").cumcount()
+    negs = sample_negatives(mined, n_negatives, seed=seed)
+    examples = build_examples(queries, qrels, corpus, negs, n_negatives)
+    if forms is not None:
+        examples += build_examples(forms, qrels, corpus, negs, n_negatives)
+    return examples
+
+
 def recipe_groups(dataset, index, pipeline: pt.Transformer, n_negatives: int = SETTINGS["n_negatives"],
                   depth: int = SETTINGS["mine_depth"], seed: int = 0, n: int = TUNING_QUERIES,
                   run=None) -> List[tuple]:
@@ -99,3 +136,67 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
                         max_query_tokens=s["max_query_tokens"], max_steps=s["max_steps"], show_progress_bar=verbose,
                         extra_metadata={"mined_from": f"recipe top {s['mine_depth']}", "init": str(base_path)})
     return str(out)
+
+
+def recipe_reranker(dataset, index=None, base: Optional[str] = None, train: bool = True, verbose: bool = True,
+                    run=None, n: int = TUNING_QUERIES, device: Optional[str] = None,
+                    train_settings: Optional[dict] = None, **settings) -> Optional[str]:
+    """The folder of the recipe's bi-encoder re-ranker over ``dataset`` (trained when missing: about 2.5 h on two
+    CPU cores for mpnet, a minute on a GPU; ``train=False``: ``None`` when not cached). It starts from the
+    recipe's fine-tuned ``base`` (default ``recipe.DEFAULT_BASE``) and learns from the default recipe's ranking
+    of the training queries outside the tuning slice (``run``: that ranking, when already computed);
+    ``train_settings``: overrides for the base's training, as in ``tuned_pipeline``; ``settings``: overrides of
+    :data:`RERANKER`."""
+    from pyterrier_tot.decomposition import recipe
+    from pyterrier_tot.decomposition.expert_training import clue_form_queries, train_biencoder
+    from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor
+    from pyterrier_tot.index import BookIndex
+
+    unknown = set(settings) - set(RERANKER)
+    if unknown:
+        raise ValueError(f"recipe_reranker: unknown settings {sorted(unknown)}; expected some of {sorted(RERANKER)}")
+    base = recipe.DEFAULT_BASE if base is None else base
+    if len(recipe.as_bases(base)) != 1:
+        raise ValueError(f"recipe_reranker: base must name one model (the encoder it starts from), not {base!r}")
+    s = {**RERANKER, **settings}
+    index = index if index is not None else BookIndex(dataset)
+    folder = recipe.fine_tuned_bases(dataset, index, base, train=train, verbose=verbose, n=n,
+                                     **(train_settings or {}))
+    if len(folder) != 1:
+        return None
+    base_path = next(iter(folder.values()))
+    out = reranker_dir(base_path, **s)
+    if complete_model(out):
+        return str(out)
+    if not train:
+        return None
+    rest, qrels = train_data(dataset, "rest", n)
+    if run is None:
+        pipe = recipe.tuned_pipeline(dataset, index, base=base, verbose=verbose, n=n, train_settings=train_settings)
+        run = (pipe % (2 * s["mine_depth"]))(rest)
+    forms = clue_form_queries(RuleClueExtractor()(rest)) if s["clue_forms"] else None
+    examples = reranker_examples(rest, qrels, index.corpus, run, s["n_negatives"], s["mine_depth"], s["seed"], forms)
+    if verbose:
+        print(f"training the recipe's re-ranker ({dataset_tag(dataset)}) on {len(examples)} examples into {out}")
+    train_biencoder(examples, out, base_model=base_path, epochs=s["epochs"], lr=s["lr"], seed=s["seed"],
+                    kind="reranker", device=device, show_progress_bar=verbose,
+                    extra_metadata={"mined_from": [f"recipe top {s['mine_depth']}"], "negatives": s["n_negatives"],
+                                    "clue_forms": s["clue_forms"], "field": "title+text", "init": str(base_path)})
+    return str(out)
+
+
+def reranker_stage(dataset, index=None, base: Optional[str] = None, train: bool = True, k: Optional[int] = None,
+                   alpha: Optional[float] = None, **kwargs) -> Optional[pt.Transformer]:
+    """``recipe >> reranker_stage(ds, index)``: the re-ranker of :func:`recipe_reranker` over the recipe's top
+    ``k`` (default :data:`RERANKER`'s), its cosine weighted ``alpha`` against the recipe's min-max'd score; books
+    encoded whole (the model's own length cut), as the recipe's dense index encodes them. ``kwargs``: passed to
+    :func:`recipe_reranker`. ``None`` when the model is not cached and ``train=False``."""
+    from pyterrier_tot.index import BookIndex
+    from pyterrier_tot.rerank.dense_reranker import DenseReranker
+
+    index = index if index is not None else BookIndex(dataset)
+    folder = recipe_reranker(dataset, index, base=base, train=train, **kwargs)
+    if folder is None:
+        return None
+    return DenseReranker(index, model=folder, k=RERANKER["k"] if k is None else k, max_chars=None,
+                         alpha=RERANKER["alpha"] if alpha is None else alpha)
