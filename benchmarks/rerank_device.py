@@ -437,14 +437,17 @@ def install(out: Path) -> Path:
 
     import pyterrier_tot as ptt
     from pyterrier_tot.decomposition import bases, second_stage
+    from pyterrier_tot.decomposition.protocol import qid_fingerprint, text_fingerprint, train_data
 
     res = json.loads((out / "rr_results.json").read_text())
     n_neg, epochs, lr, forms = VARIANTS[res["chosen"]]
-    base = bases.fine_tuned_base(ptt.get_dataset("reddit-tomt-books"), model="mpnet", train=False)
+    ds = ptt.get_dataset("reddit-tomt-books")
+    base = bases.fine_tuned_base(ds, model="mpnet", train=False)
+    rest = train_data(ds, "rest")[0]  # what the exported kit held (its runs are checked against these texts)
     target = second_stage.reranker_dir(base, n_negatives=n_neg, epochs=epochs, lr=lr, clue_forms=forms,
                                        mine_depth=MINE_DEPTH)
     return install_into(out, target, str(base), res, "benchmarks/rerank_device.py", init=str(base),
-                        chosen=res["choice"])
+                        chosen=res["choice"], train_qids=qid_fingerprint(rest), train_text=text_fingerprint(rest))
 
 
 def add_cross_encoder(ce_out: Path) -> None:

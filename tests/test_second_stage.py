@@ -127,6 +127,7 @@ def test_recipe_reranker_trains_from_the_base_is_cached_and_reranks(index, tmp_p
     info = json.loads((Path(path) / "pyterrier_tot_training.json").read_text())
     assert info["kind"] == "reranker" and info["init"] == str(base) and info["mined_from"] == ["recipe top 3"]
     assert second_stage.recipe_reranker(ds, index, train=False, **kw) == path      # cached, not retrained
+    assert info["train_text"] == second_stage.text_fingerprint(rest)
     stage = second_stage.reranker_stage(ds, index, train=False, k=3, alpha=0.5, **kw)
     assert stage.model == path and stage.k == 3 and stage.alpha == 0.5 and stage.max_chars is None
     res = (index.bm25() % 5)(pd.DataFrame({"qid": ["q"], "query": ["a dragon and the moon"]}))
@@ -134,6 +135,10 @@ def test_recipe_reranker_trains_from_the_base_is_cached_and_reranks(index, tmp_p
     assert len(out) == len(res) and sorted(out["rank"]) == list(range(len(res)))
     assert set(out.nsmallest(2, "rank")["docno"]) <= set(res.nsmallest(3, "rank")["docno"])  # only the top 3 move
     assert list(out.nlargest(2, "rank")["docno"]) == list(res.nlargest(2, "rank")["docno"])
+    record = Path(path) / "pyterrier_tot_training.json"
+    record.write_text(json.dumps({**info, "train_text": "other"}))
+    with pytest.raises(ValueError, match="other texts"):                     # trained on other query texts
+        second_stage.recipe_reranker(ds, index, train=False, **kw)
     with pytest.raises(ValueError, match="unknown settings"):
         second_stage.recipe_reranker(ds, index, base="minilm", epoch=2)
     with pytest.raises(ValueError, match="one model"):

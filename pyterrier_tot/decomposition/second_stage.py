@@ -23,7 +23,15 @@ from typing import List, Optional
 import pyterrier as pt
 
 from pyterrier_tot._util import cache_dir
-from pyterrier_tot.decomposition.protocol import TUNING_QUERIES, complete_model, dataset_tag, train_data
+from pyterrier_tot.decomposition.protocol import (
+    TUNING_QUERIES,
+    check_trained_on,
+    complete_model,
+    dataset_tag,
+    qid_fingerprint,
+    text_fingerprint,
+    train_data,
+)
 
 #: How the recipe's cross-encoder is trained (``recipe_cross_encoder``'s defaults; ``max_steps`` None: whole
 #: epochs). Chosen and timed on the MiniLM base (``benchmarks/second_stage.py``); not tried from mpnet.
@@ -94,6 +102,25 @@ def recipe_groups(dataset, index, pipeline: pt.Transformer, n_negatives: int = S
     return [(ex[0], ex[1], list(ex[2:])) for ex in examples]
 
 
+def _base_folder(who: str, dataset, index, base, defaults: dict, settings: dict, train: bool, verbose: bool,
+                 n: int, train_settings: Optional[dict]):
+    """(settings, index, the fine-tuned base folder or None) for a model trained from the recipe's one ``base``;
+    unknown settings and several bases are refused, naming ``who``."""
+    from pyterrier_tot.decomposition import recipe
+    from pyterrier_tot.index import BookIndex
+
+    unknown = set(settings) - set(defaults)
+    if unknown:
+        raise ValueError(f"{who}: unknown settings {sorted(unknown)}; expected some of {sorted(defaults)}")
+    base = recipe.DEFAULT_BASE if base is None else base
+    if len(recipe.as_bases(base)) != 1:
+        raise ValueError(f"{who}: base must name one model (the encoder it starts from), not {base!r}")
+    index = index if index is not None else BookIndex(dataset)
+    folder = recipe.fine_tuned_bases(dataset, index, base, train=train, verbose=verbose, n=n,
+                                     **(train_settings or {}))
+    return {**defaults, **settings}, index, (next(iter(folder.values())) if len(folder) == 1 else None)
+
+
 def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train: bool = True, verbose: bool = True,
                          pipeline: Optional[pt.Transformer] = None, run=None, n: int = TUNING_QUERIES,
                          train_settings: Optional[dict] = None, **settings) -> Optional[str]:
@@ -103,25 +130,15 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
     ``tuned_pipeline(dataset, index, base=base)``); ``run``: its ranking of the training queries, when already
     computed; ``n``: the tuning slice's size; ``settings``: overrides of :data:`SETTINGS`."""
     from pyterrier_tot.decomposition import recipe
-    from pyterrier_tot.index import BookIndex
     from pyterrier_tot.rerank.cross_encoder import train_cross_encoder
 
-    unknown = set(settings) - set(SETTINGS)
-    if unknown:
-        raise ValueError(f"recipe_cross_encoder: unknown settings {sorted(unknown)}; expected some of "
-                         f"{sorted(SETTINGS)}")
-    base = recipe.DEFAULT_BASE if base is None else base
-    if len(recipe.as_bases(base)) != 1:
-        raise ValueError(f"recipe_cross_encoder: base must name one model (the encoder it starts from), not {base!r}")
-    s = {**SETTINGS, **settings}
-    index = index if index is not None else BookIndex(dataset)
-    folder = recipe.fine_tuned_bases(dataset, index, base, train=train, verbose=verbose, n=n,
-                                     **(train_settings or {}))
-    if len(folder) != 1:
+    s, index, base_path = _base_folder("recipe_cross_encoder", dataset, index, base, SETTINGS, settings, train,
+                                       verbose, n, train_settings)
+    if base_path is None:
         return None
-    base_path = next(iter(folder.values()))
     out = model_dir(base_path, **s)
     if complete_model(out):
+        check_trained_on(out, train_data(dataset, "rest", n)[0])
         return str(out)
     if not train:
         return None
@@ -129,12 +146,14 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
         pipeline = recipe.tuned_pipeline(dataset, index, base=base, verbose=verbose, n=n,  # mined as designed:
                                          train_settings=train_settings, helpers=())  # the base's recipe alone
     groups = recipe_groups(dataset, index, pipeline, s["n_negatives"], s["mine_depth"], n=n, run=run)
+    rest = train_data(dataset, "rest", n)[0]
     if verbose:
         print(f"training the recipe's cross-encoder ({dataset_tag(dataset)}) on {len(groups)} groups into {out}")
     train_cross_encoder(groups, out, base_model=base_path, n_negatives=s["n_negatives"], epochs=s["epochs"],
                         lr=s["lr"], head_lr=s["head_lr"], batch_queries=s["batch_queries"], max_length=s["max_length"],
                         max_query_tokens=s["max_query_tokens"], max_steps=s["max_steps"], show_progress_bar=verbose,
-                        extra_metadata={"mined_from": f"recipe top {s['mine_depth']}", "init": str(base_path)})
+                        extra_metadata={"mined_from": f"recipe top {s['mine_depth']}", "init": str(base_path),
+                                        "train_qids": qid_fingerprint(rest), "train_text": text_fingerprint(rest)})
     return str(out)
 
 
@@ -150,27 +169,18 @@ def recipe_reranker(dataset, index=None, base: Optional[str] = None, train: bool
     from pyterrier_tot.decomposition import recipe
     from pyterrier_tot.decomposition.expert_training import clue_form_queries, train_biencoder
     from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor
-    from pyterrier_tot.index import BookIndex
 
-    unknown = set(settings) - set(RERANKER)
-    if unknown:
-        raise ValueError(f"recipe_reranker: unknown settings {sorted(unknown)}; expected some of {sorted(RERANKER)}")
-    base = recipe.DEFAULT_BASE if base is None else base
-    if len(recipe.as_bases(base)) != 1:
-        raise ValueError(f"recipe_reranker: base must name one model (the encoder it starts from), not {base!r}")
-    s = {**RERANKER, **settings}
-    index = index if index is not None else BookIndex(dataset)
-    folder = recipe.fine_tuned_bases(dataset, index, base, train=train, verbose=verbose, n=n,
-                                     **(train_settings or {}))
-    if len(folder) != 1:
+    s, index, base_path = _base_folder("recipe_reranker", dataset, index, base, RERANKER, settings, train, verbose,
+                                       n, train_settings)
+    if base_path is None:
         return None
-    base_path = next(iter(folder.values()))
     out = reranker_dir(base_path, **s)
+    rest, qrels = train_data(dataset, "rest", n)
     if complete_model(out):
+        check_trained_on(out, rest)  # a folder trained on other queries or texts is refused, not reused
         return str(out)
     if not train:
         return None
-    rest, qrels = train_data(dataset, "rest", n)
     if run is None:
         pipe = recipe.tuned_pipeline(dataset, index, base=base, verbose=verbose, n=n, train_settings=train_settings)
         run = (pipe % (2 * s["mine_depth"]))(rest)
@@ -181,7 +191,8 @@ def recipe_reranker(dataset, index=None, base: Optional[str] = None, train: bool
     train_biencoder(examples, out, base_model=base_path, epochs=s["epochs"], lr=s["lr"], seed=s["seed"],
                     kind="reranker", device=device, show_progress_bar=verbose,
                     extra_metadata={"mined_from": [f"recipe top {s['mine_depth']}"], "negatives": s["n_negatives"],
-                                    "clue_forms": s["clue_forms"], "field": "title+text", "init": str(base_path)})
+                                    "clue_forms": s["clue_forms"], "field": "title+text", "init": str(base_path),
+                                    "train_qids": qid_fingerprint(rest), "train_text": text_fingerprint(rest)})
     return str(out)
 
 
