@@ -328,7 +328,10 @@ def markdown(p: dict) -> str:
     for tag, title in (("validation", "Validation (233 queries)"),
                        ("birco", "BIRCO WhatsThatBook dev (57 queries; nothing fitted here)")):
         t = pd.DataFrame(p["results"][tag])
-        cols = ["name"] + [c for c in t.columns if c != "name" and not c.endswith("p-value") and c != "s/query"]
+        for c in ("R@5", "MRR"):  # queries up / down against the recipe
+            t[f"{c} +/-"] = [f"{u:.0f}/{d:.0f}" if u == u else "" for u, d in zip(t[f"{c} +"], t[f"{c} -"])]
+        cols = ["name"] + [c for c in ("R@1", "R@5", "R@10", "R@20", "R@100", "R@1000", "MRR", "nDCG@10",
+                                       "nDCG@1000", "R@5 +/-", "MRR +/-")]
         md += [f"## {title}", "", "p: paired t-test against the recipe (default). s/query: this machine "
                "(2 cores); a stage row adds its own seconds to the recipe's.", "",
                _common.md_table(t[cols + [c for c in ("R@5 p-value", "MRR p-value", "s/query") if c in t]]
