@@ -35,13 +35,29 @@ KS = (10, 20, 50, 100)
 ALPHAS = tuple(round(a / 10, 1) for a in range(11))
 
 
-def _runs(ds, index, pipe, splits: dict, seconds: dict) -> dict:
+def _recipe_key(split: str, weights) -> str:
+    """The cache key of the default recipe's run of ``split``: its fitted weights' file names the models and the
+    tuning queries they were fitted on, so a refitted or retrained recipe is never read from an older run."""
+    return f"recipe-{split}-{Path(weights).stem}"
+
+
+def _default(ds, index) -> tuple:
+    """(fine-tuned base {expert: folder}, helpers, fitted weights path) of the default recipe, from the cache."""
+    from pyterrier_tot.decomposition import recipe
+
+    fine = recipe.fine_tuned_bases(ds, index, recipe.DEFAULT_BASE, train=False)
+    helpers = recipe.fine_tuned_bases(ds, index, recipe.default_helpers(recipe.DEFAULT_BASE), train=False,
+                                      role="helper")
+    return fine, helpers, recipe.fitted_weights(ds, index, fine, helpers=helpers)
+
+
+def _runs(ds, index, pipe, splits: dict, seconds: dict, weights) -> dict:
     import _common
 
     work = _common.WORK / "rerank_device"
     out = {}
     for name, (topics, _) in splits.items():
-        run = _common.cached_run(work, f"recipe-{name}", lambda t=topics: pipe(t), seconds, topics)
+        run = _common.cached_run(work, _recipe_key(name, weights), lambda t=topics: pipe(t), seconds, topics)
         run = run.sort_values(["qid", "score"], ascending=[True, False], kind="stable")
         out[name] = run[run.groupby("qid").cumcount() < KEEP]
     return out
@@ -53,6 +69,7 @@ def export(kit: Path) -> None:
     import pyterrier_tot as ptt
     from pyterrier_tot.decomposition import recipe
     from pyterrier_tot.decomposition.expert_training import clue_form_queries
+    from pyterrier_tot.decomposition.protocol import text_fingerprint
 
     ds = ptt.get_dataset("reddit-tomt-books")
     index = ptt.BookIndex(ds)
@@ -60,10 +77,11 @@ def export(kit: Path) -> None:
     splits = {"rest": recipe.train_data(ds, "rest"), "tuning": recipe.train_data(ds, "tuning"),
               "validation": (ds.get_topics("validation"), ds.get_qrels("validation"))}
     seconds: dict = {}
-    runs = _runs(ds, index, pipe, splits, seconds)
+    runs = _runs(ds, index, pipe, splits, seconds, _default(ds, index)[2])
     data = {"corpus": index.corpus[["docno", "title", "text"]].fillna("").astype(str).to_dict("records"),
             "clue_forms": clue_form_queries(ptt.RuleClueExtractor()(splits["rest"][0])).to_dict("records"),
-            "pipeline": repr(pipe), "seconds": seconds}
+            "pipeline": repr(pipe), "seconds": seconds,
+            "rest_text": text_fingerprint(splits["rest"][0])}  # what install records (and checks against)
     for name, (topics, qrels) in splits.items():
         data[name] = {"topics": topics[["qid", "query"]].astype(str).to_dict("records"),
                       "qrels": qrels[["qid", "docno", "label"]].astype({"qid": str, "docno": str}).to_dict("records"),
@@ -142,7 +160,7 @@ def floor_measures(ranks: dict) -> dict:
     return out
 
 
-def choose(table: list, fit=("R@1", "R@5", "R@10", "R@20", "R@100", "RR")) -> dict:
+def choose(table: list) -> dict:
     """The best admitted row (objective desc, then alpha asc, then k asc); ``table`` rows carry their tuning
     measures and the recipe's (alpha 0)."""
     ok = [r for r in table if not r["below"]]
@@ -230,7 +248,8 @@ def run(kit: Path, model_dir: str, out: Path, dry: bool = False) -> None:
         variants = {"n2-e1": VARIANTS["n2-e1"]}
     forms = pd.DataFrame(data["clue_forms"])
     res = {"device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu", "torch": torch.__version__,
-           "pipeline": data["pipeline"], "models": {}, "grid": [], "protocol": __doc__.split("\n\n")[2]}
+           "pipeline": data["pipeline"], "models": {}, "grid": [], "protocol": __doc__.split("\n\n")[2],
+           "rest_text": data.get("rest_text")}
     need = {s: sorted(set(runs[s]["docno"])) for s in ("tuning", "validation")}
 
     def cosines(model, split: str) -> dict:
@@ -313,8 +332,9 @@ def markdown(p: dict) -> str:
     md = ["# A second stage: a bi-encoder re-ranker trained on the recipe's near misses (issue 31.4)", "",
           f"Trained on {p['device']} (torch {p['torch']}, fp32; `benchmarks/rerank_device.py run`, "
           f"{p['gpu_seconds']} s for three variants), evaluated here through the library "
-          f"(`rerank_device.py evaluate`: `recipe.tuned_pipeline(ds) >> second_stage.reranker_stage(ds)`, the "
-          f"model `{p['model']}` fetched back as fp16 weights and stored in fp32).", "",
+          f"(`rerank_device.py evaluate`: the default recipe, built from its cached bases and fitted weights as "
+          "`tuned_pipeline(ds)` builds it, then the `DenseReranker` that `second_stage.reranker_stage(ds)` returns; "
+          f"the model `{p['model']}` fetched back as fp16 weights and stored in fp32).", "",
           "Each variant starts from the recipe's fine-tuned mpnet base and trains on the 1,553 training queries "
           "outside the tuning slice (the base's own), each with its gold book and negatives drawn from the first "
           "30 non-gold books of the default recipe's ranking, the rule-clue form of the query as a second anchor "
@@ -324,7 +344,8 @@ def markdown(p: dict) -> str:
           f"below the recipe there. Chosen: **{p['choice']['variant']}, k {p['choice']['k']}, alpha "
           f"{p['choice']['alpha']}**.", "",
           "## The choice on the tuning slice (GPU machine's own evaluator; validation columns reported, not used)",
-          "", _common.md_table(tun.astype(object).fillna("")), ""]
+          "", "RR here is over the recipe's top 100 (a gold book below it counts 0), so it can be a little under the "
+          "library's MRR over 1000 below.", "", _common.md_table(tun.astype(object).fillna("")), ""]
     for tag, title in (("validation", "Validation (233 queries)"),
                        ("birco", "BIRCO WhatsThatBook dev (57 queries; nothing fitted here)")):
         t = pd.DataFrame(p["results"][tag])
@@ -376,10 +397,15 @@ def evaluate(out: Path) -> None:
     work = _common.WORK / "rerank_device"
     ds = ptt.get_dataset("reddit-tomt-books")
     index = ptt.BookIndex(ds)
-    fine = recipe.fine_tuned_bases(ds, index, "mpnet", train=False)
-    helpers = recipe.fine_tuned_bases(ds, index, recipe.default_helpers("mpnet"), train=False, role="helper")
-    weights = recipe.fitted_weights(ds, index, fine, helpers=helpers)
+    fine, helpers, weights = _default(ds, index)
     base_path = next(iter(fine.values()))
+    res = json.loads((out / "rr_results.json").read_text())
+    n_neg, epochs, lr, forms = VARIANTS[res["chosen"]]
+    chosen = dict(n_negatives=n_neg, epochs=epochs, lr=lr, clue_forms=forms, mine_depth=MINE_DEPTH,
+                  k=res["choice"]["k"], alpha=res["choice"]["alpha"])
+    lib = {k: second_stage.RERANKER[k] for k in chosen}
+    if lib != chosen:  # the library's stage must be what the tuning slice chose, or the rows would be mislabelled
+        raise SystemExit(f"second_stage.RERANKER {lib} is not the run's choice {chosen}: update it first")
     folder = second_stage.recipe_reranker(ds, index, train=False)
     if folder is None:
         raise SystemExit("no re-ranker in the cache: run `install` (or second_stage.recipe_reranker) first")
@@ -389,8 +415,7 @@ def evaluate(out: Path) -> None:
     tables = {}
     for tag, (idx, topics, qrels) in sets.items():
         pipe = recipe.build_pipeline(idx, fine, weights=weights, depth=recipe.DEPTH, helpers=helpers)
-        tables[tag] = _rows(work, tag, idx, topics, qrels, pipe, base_path, folder)
-    res = json.loads((out / "rr_results.json").read_text())
+        tables[tag] = _rows(work, tag, idx, topics, qrels, pipe, base_path, folder, weights)
     tuning = _tuning_tables(res)
     payload = {"device": res["device"], "torch": res["torch"], "choice": res["choice"], "gpu_seconds": res["seconds"],
                "variants": {n: {k: m[k] for k in ("n_examples", "negatives", "epochs", "lr", "seconds")}
@@ -399,11 +424,12 @@ def evaluate(out: Path) -> None:
     _common.write_results("rerank_device", payload, markdown(payload))
 
 
-def _rows(work: Path, tag: str, idx, topics, qrels, pipe, base_path, folder) -> list:
+def _rows(work: Path, tag: str, idx, topics, qrels, pipe, base_path, folder, weights) -> list:
     import _common
     import pyterrier as pt
 
     import pyterrier_tot as ptt
+    from pyterrier_tot._fingerprint import model_fingerprint
     from pyterrier_tot.decomposition import bases, recipe, second_stage
     from pyterrier_tot.rerank.dense_reranker import DenseReranker
 
@@ -412,22 +438,25 @@ def _rows(work: Path, tag: str, idx, topics, qrels, pipe, base_path, folder) -> 
     prec = recipe.encoding_precision(bases.base_expert_name("mpnet"))
     keyed = {"BM25": (f"{tag}-bm25", lambda: idx.bm25(num_results=1000)(topics)),
              "mpnet fine-tuned alone": (f"{tag}-base", lambda: idx.dense(base_path, precision=prec)(topics)),
-             "recipe (default)": (f"recipe-{tag}", lambda: pipe(topics))}
+             "recipe (default)": (_recipe_key(tag, weights), lambda: pipe(topics))}
     runs = {n: _common.cached_run(work, k, make, seconds, topics) for n, (k, make) in keyed.items()}
     first = runs["recipe (default)"].merge(topics[["qid", "query"]].astype({"qid": str}), on="qid")
     stages = {f"recipe >> re-ranker (k {R['k']}, alpha {R['alpha']})":
               ("mixed", DenseReranker(idx, model=folder, k=R["k"], max_chars=None, alpha=R["alpha"])),
               f"re-ranker alone over the recipe's top {R['k']}":
               ("alone", DenseReranker(idx, model=folder, k=R["k"], max_chars=None))}
-    next(iter(stages.values()))[1](first[first["qid"] == first["qid"].iloc[0]])  # vectors built outside the timing
+    one = first[first["qid"] == first["qid"].iloc[0]]
+    for _, stage in stages.values():  # the model loaded and the books' vectors built outside the timing
+        stage(one)
+    model = (model_fingerprint(folder) or "")[:10]
     for name, (short, stage) in stages.items():
-        key = f"{tag}-{Path(folder).name}-{short}"
+        key = f"{tag}-{Path(folder).name}-{model}-k{R['k']}-" + (f"a{R['alpha']:g}" if short == "mixed" else short)
         runs[name] = _common.cached_run(work, key, lambda st=stage: st(first), seconds, topics)
         keyed[name] = (key, None)
     names = list(runs)
     table = ptt.tot_experiment([pt.Transformer.from_df(r) for r in runs.values()], topics, qrels,
                                measures=MEASURES, names=names, round=None, verbose=False, baseline=2)
-    recipe_s = seconds[f"recipe-{tag}"]
+    recipe_s = seconds[_recipe_key(tag, weights)]
     table["s/query"] = [(seconds[keyed[n][0]] + (recipe_s if n in stages else 0)) / len(topics) for n in names]
     return table.rename(columns=lambda c: c.replace("RR", "MRR")).to_dict("records")
 
@@ -446,7 +475,11 @@ def install(out: Path) -> Path:
     n_neg, epochs, lr, forms = VARIANTS[res["chosen"]]
     ds = ptt.get_dataset("reddit-tomt-books")
     base = bases.fine_tuned_base(ds, model="mpnet", train=False)
-    rest = train_data(ds, "rest")[0]  # what the exported kit held (its runs are checked against these texts)
+    rest = train_data(ds, "rest")[0]
+    kit = res.get("rest_text")  # the text the model was trained on (recorded at export, carried by run)
+    if kit is not None and kit != text_fingerprint(rest):
+        raise SystemExit("the run trained on other texts of the training queries than the loader gives now: "
+                         "export and run again")
     target = second_stage.reranker_dir(base, n_negatives=n_neg, epochs=epochs, lr=lr, clue_forms=forms,
                                        mine_depth=MINE_DEPTH)
     return install_into(out, target, str(base), res, "benchmarks/rerank_device.py", init=str(base),

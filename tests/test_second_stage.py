@@ -66,8 +66,6 @@ def test_recipe_cross_encoder_trains_from_the_base_and_is_cached(index, tmp_path
 def test_fine_tuned_cross_encoder_names_every_training_setting(tmp_path, monkeypatch):
     """A cross-encoder trained with head_lr (or any other setting) lives in its own folder: the one trained without
     it is never handed back for it, nor the other way round."""
-    from types import SimpleNamespace
-
     from pyterrier_tot.rerank import cross_encoder
 
     monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
@@ -81,7 +79,7 @@ def test_fine_tuned_cross_encoder_names_every_training_setting(tmp_path, monkeyp
 
     monkeypatch.setattr(cross_encoder, "train_cross_encoder", fake_train)
     monkeypatch.setattr(mined_cross_encoder, "cross_encoder_groups", lambda *a, **k: [("q", "gold", ["other"])])
-    ds = SimpleNamespace(name="tiny")
+    ds = TinyDataset()
     plain = recipe.fine_tuned_cross_encoder(ds, index=object(), verbose=False)
     head = recipe.fine_tuned_cross_encoder(ds, index=object(), head_lr=1e-3, verbose=False)
     assert head != plain and head.endswith("-headlr0.001") and "headlr" not in plain
@@ -126,7 +124,13 @@ def test_recipe_reranker_trains_from_the_base_is_cached_and_reranks(index, tmp_p
     assert path == str(second_stage.reranker_dir(base, n_negatives=1, mine_depth=3, epochs=1))
     info = json.loads((Path(path) / "pyterrier_tot_training.json").read_text())
     assert info["kind"] == "reranker" and info["init"] == str(base) and info["mined_from"] == ["recipe top 3"]
-    assert second_stage.recipe_reranker(ds, index, train=False, **kw) == path      # cached, not retrained
+    from pyterrier_tot.decomposition import expert_training
+
+    def refuse(*a, **k):
+        raise AssertionError("retrained a cached re-ranker")
+
+    monkeypatch.setattr(expert_training, "train_biencoder", refuse)
+    assert second_stage.recipe_reranker(ds, index, run=(index.dense() % 5)(rest), **kw) == path  # cached
     assert info["train_text"] == second_stage.text_fingerprint(rest)
     stage = second_stage.reranker_stage(ds, index, train=False, k=3, alpha=0.5, **kw)
     assert stage.model == path and stage.k == 3 and stage.alpha == 0.5 and stage.max_chars is None
@@ -141,5 +145,19 @@ def test_recipe_reranker_trains_from_the_base_is_cached_and_reranks(index, tmp_p
         second_stage.recipe_reranker(ds, index, train=False, **kw)
     with pytest.raises(ValueError, match="unknown settings"):
         second_stage.recipe_reranker(ds, index, base="minilm", epoch=2)
+    with pytest.raises(ValueError, match="unknown settings"):          # k and alpha are the stage's, not the model's
+        second_stage.recipe_reranker(ds, index, base="minilm", alpha=0.3)
     with pytest.raises(ValueError, match="one model"):
         second_stage.recipe_reranker(ds, index, base=["minilm", "mpnet"])
+
+
+def test_reranker_folder_names_every_training_setting():
+    """Each setting that changes the re-ranker's model changes its folder; the stage's k and alpha do not."""
+    base = "/models/base-mpnet-x"
+    plain = second_stage.reranker_dir(base)
+    changed = {"n_negatives": 4, "mine_depth": 20, "epochs": 3, "lr": 3e-5, "clue_forms": False, "seed": 1}
+    assert set(changed) == set(second_stage.RERANKER_TRAINING)
+    names = {k: second_stage.reranker_dir(base, **{k: v}).name for k, v in changed.items()}
+    assert plain.name.startswith("rr-on-base-mpnet-x-") and plain.name not in names.values()
+    assert len(set(names.values())) == len(names)
+    assert second_stage.reranker_dir("/other/base-mpnet-y").name != plain.name

@@ -41,6 +41,8 @@ from pyterrier_tot.decomposition.protocol import (
     check_trained_on,
     complete_model,
     dataset_tag,
+    qid_fingerprint,
+    text_fingerprint,
     train_data,
 )
 
@@ -278,9 +280,12 @@ def fine_tuned_hard(dataset, index=None, epochs: int = 1, n_negatives: int = HN_
         return models
     models[0] = base
     amp = base_settings(model)["amp"]
+    rest = train_data(dataset, "rest", n)[0]
     for epoch in range(1, epochs + 1):
         out = _hn_dir(dataset, model, n, n_negatives, epoch, clue_forms, miners, depth, train_kwargs)
-        if not complete_model(out):
+        if complete_model(out):
+            check_trained_on(out, rest)  # one trained on other queries or texts is refused, not reused
+        else:
             if not train:
                 break
             examples = hard_negative_examples(dataset, index, n_negatives, depth, seed=epoch,
@@ -292,7 +297,8 @@ def fine_tuned_hard(dataset, index=None, epochs: int = 1, n_negatives: int = HN_
                 examples, out, base_model=models[epoch - 1], kind="base-hn", seed=epoch,
                 **({"amp": amp} if amp else {}),
                 extra_metadata={"epoch": epoch, "start": Path(models[epoch - 1]).name,
-                                "mined_from": list(miners), "depth": depth, "clue_forms": clue_forms},
+                                "mined_from": list(miners), "depth": depth, "clue_forms": clue_forms,
+                                "train_qids": qid_fingerprint(rest), "train_text": text_fingerprint(rest)},
                 **train_kwargs)
         models[epoch] = str(out)
     return models

@@ -8,7 +8,13 @@ from typing import Optional
 
 from pyterrier_tot._util import cache_dir
 from pyterrier_tot.decomposition.bases import HN_DEPTH
-from pyterrier_tot.decomposition.protocol import TUNING_QUERIES, train_data
+from pyterrier_tot.decomposition.protocol import (
+    TUNING_QUERIES,
+    check_trained_on,
+    qid_fingerprint,
+    text_fingerprint,
+    train_data,
+)
 
 #: Cross-encoder of the recipe: negatives per query, sequence lengths, steps (the CPU budget; None = 1 epoch).
 CE_NEGATIVES, CE_MAX_LENGTH, CE_QUERY_TOKENS, CE_STEPS = 3, 160, 96, 100
@@ -46,7 +52,9 @@ def fine_tuned_cross_encoder(dataset, index=None, n_negatives: int = CE_NEGATIVE
                     for k, v in sorted(train_kwargs.items()) if k not in ("lr", "batch_queries") and v is not None)
     out = cache_dir() / "models" / (f"ce-minilm-{tag}-train-minus-fit{n}-neg{n_negatives}-L{max_length}"
                                     f"-b{batch}-s{max_steps or 'epoch'}{tail}")
+    rest = train_data(dataset, "rest", n)[0]
     if (out / "pt_meta.json").is_file():
+        check_trained_on(out, rest, ours=True)  # one trained on other queries or texts is refused
         return str(out)
     if not train:
         return None
@@ -55,6 +63,8 @@ def fine_tuned_cross_encoder(dataset, index=None, n_negatives: int = CE_NEGATIVE
     if verbose:
         print(f"training the cross-encoder on {len(groups)} groups ({max_steps or 'all'} steps) into {out}")
     train_cross_encoder(groups, out, n_negatives=n_negatives, max_steps=max_steps, max_length=max_length,
-                        max_query_tokens=max_query_tokens, extra_metadata={"mined_from": ["bm25", "dense zero-shot"]},
+                        max_query_tokens=max_query_tokens,
+                        extra_metadata={"mined_from": ["bm25", "dense zero-shot"], "train_qids": qid_fingerprint(rest),
+                                        "train_text": text_fingerprint(rest)},
                         **train_kwargs)
     return str(out)

@@ -100,15 +100,16 @@ def training_info(path: Union[str, Path]) -> dict:
 _UNCHECKED: set = set()
 
 
-def check_trained_on(path: Union[str, Path], topics: pd.DataFrame) -> None:
+def check_trained_on(path: Union[str, Path], topics: pd.DataFrame, ours: bool = False) -> None:
     """Refuse a cached model folder whose training record names other training queries than ``topics`` (the
     folder of another tuning seed, training set or version of the dataset): it would be reused silently, and its
     training queries could overlap the tuning slice; or one trained on other texts of the same queries (a loader
     that now cleans them differently). A folder trained by an older version (a training record without
-    ``train_qids`` or ``train_text``) passes with a warning, once per folder: it cannot be checked."""
+    ``train_qids`` or ``train_text``) passes with a warning, once per folder: it cannot be checked. ``ours``: the
+    folder is one this library trains (a record without ``kind``, as older cross-encoders wrote, warns too)."""
     info = training_info(path)
     recorded, text = info.get("train_qids"), info.get("train_text")
-    if info.get("kind") and not (recorded and text) and str(path) not in _UNCHECKED:
+    if (ours or info.get("kind")) and not (recorded and text) and str(path) not in _UNCHECKED:
         _UNCHECKED.add(str(path))
         what = "training queries" if not recorded else "training queries' text"
         warnings.warn(f"the cached model {path} was trained by an older version that did not record its {what}, "
@@ -116,12 +117,13 @@ def check_trained_on(path: Union[str, Path], topics: pd.DataFrame) -> None:
                       "it if they may differ", stacklevel=3)
     if recorded and text and recorded == qid_fingerprint(topics) and text != text_fingerprint(topics):
         raise ValueError(f"the cached model {path} was trained on other texts of its {len(topics)} training queries "
-                         "(the loader now cleans them differently); delete the folder to retrain it, or pass path= "
-                         "to train into another folder")
+                         "(the loader now cleans them differently); delete the folder to retrain it (or train into "
+                         "another folder: path= where the function takes one)")
     if recorded and recorded != qid_fingerprint(topics):
         raise ValueError(f"the cached model {path} was trained on other queries than the {len(topics)} training "
                          "queries it stands for now (another tuning seed, training set or dataset version); "
-                         "delete the folder to retrain it, or pass path= to train into another folder")
+                         "delete the folder to retrain it (or train into another folder: path= where the function "
+                         "takes one)")
 
 
 class TrainingSet:

@@ -17,6 +17,7 @@ on the tuning slice (``benchmarks/second_stage.py``, which also says whether the
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import List, Optional
 
@@ -55,11 +56,13 @@ def model_dir(base: str, **settings) -> Path:
 #: minmax(recipe)``. Variant, ``k`` and ``alpha`` chosen on the tuning slice by ``benchmarks/rerank_device.py``
 #: (trained on a GPU); not part of the default recipe: on validation it moved R@5 and MRR by less than noise.
 RERANKER = dict(n_negatives=2, mine_depth=30, epochs=2, lr=2e-5, clue_forms=True, seed=0, k=100, alpha=0.6)
+#: the settings that make the re-ranker's model (its folder's name); ``k`` and ``alpha`` only place it in the stage
+RERANKER_TRAINING = {k: v for k, v in RERANKER.items() if k not in ("k", "alpha")}
 
 
 def reranker_dir(base: str, **settings) -> Path:
     """The cache folder of the bi-encoder re-ranker trained from ``base`` (a model folder) with ``settings``."""
-    s = {**RERANKER, **settings}
+    s = {**RERANKER_TRAINING, **settings}
     return cache_dir() / "models" / (f"rr-on-{Path(base).name}-recipe-top{s['mine_depth']}-neg{s['n_negatives']}"
                                      f"-lr{s['lr']:g}-e{s['epochs']}" + ("-forms" if s["clue_forms"] else "")
                                      + (f"-seed{s['seed']}" if s["seed"] else ""))
@@ -81,6 +84,10 @@ def reranker_examples(queries, qrels, corpus, run, n_negatives: int = RERANKER["
     mined["rank"] = mined.groupby("qid").cumcount()
     negs = sample_negatives(mined, n_negatives, seed=seed)
     examples = build_examples(queries, qrels, corpus, negs, n_negatives)
+    if len(examples) < len(queries):  # no gold book, or fewer negatives in the run than asked for
+        warnings.warn(f"reranker_examples: {len(queries) - len(examples)} of {len(queries)} queries make no "
+                      f"example (no gold book, or fewer than {n_negatives} non-gold books in the run's top {depth}); "
+                      "is the run the ranking of these queries?", stacklevel=2)
     if forms is not None:
         examples += build_examples(forms, qrels, corpus, negs, n_negatives)
     return examples
@@ -138,7 +145,7 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
         return None
     out = model_dir(base_path, **s)
     if complete_model(out):
-        check_trained_on(out, train_data(dataset, "rest", n)[0])
+        check_trained_on(out, train_data(dataset, "rest", n)[0], ours=True)
         return str(out)
     if not train:
         return None
@@ -165,19 +172,19 @@ def recipe_reranker(dataset, index=None, base: Optional[str] = None, train: bool
     recipe's fine-tuned ``base`` (default ``recipe.DEFAULT_BASE``) and learns from the default recipe's ranking
     of the training queries outside the tuning slice (``run``: that ranking, when already computed);
     ``train_settings``: overrides for the base's training, as in ``tuned_pipeline``; ``settings``: overrides of
-    :data:`RERANKER`."""
+    :data:`RERANKER_TRAINING` (``k`` and ``alpha`` belong to :func:`reranker_stage`)."""
     from pyterrier_tot.decomposition import recipe
     from pyterrier_tot.decomposition.expert_training import clue_form_queries, train_biencoder
     from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor
 
-    s, index, base_path = _base_folder("recipe_reranker", dataset, index, base, RERANKER, settings, train, verbose,
-                                       n, train_settings)
+    s, index, base_path = _base_folder("recipe_reranker", dataset, index, base, RERANKER_TRAINING, settings, train,
+                                       verbose, n, train_settings)
     if base_path is None:
         return None
     out = reranker_dir(base_path, **s)
     rest, qrels = train_data(dataset, "rest", n)
     if complete_model(out):
-        check_trained_on(out, rest)  # a folder trained on other queries or texts is refused, not reused
+        check_trained_on(out, rest, ours=True)  # one trained on other queries or texts is refused
         return str(out)
     if not train:
         return None
