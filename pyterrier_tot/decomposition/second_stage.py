@@ -14,6 +14,14 @@ book and ``n_negatives`` books drawn (seeded) from the recipe's top ``mine_depth
 has seen these queries ranks their gold books high, so these negatives are the books the recipe confuses with
 the answer, which is what a re-ranker of its top ``k`` has to learn to tell apart. ``k`` and ``alpha`` are chosen
 on the tuning slice (``benchmarks/second_stage.py``, which also says whether the stage earns its cost).
+
+The bi-encoder re-ranker learns from the same kind of near misses but keeps the base's way of scoring (no new
+head): a second model trained from the base, weighed against the recipe's score over its top ``k``::
+
+    two = recipe.tuned_pipeline(ds, index) >> second_stage.reranker_stage(ds, index)
+
+Neither is part of the default recipe: on Reddit-TOMT validation neither raised R@5 and MRR beyond noise
+(``benchmarks/results/second_stage*.md``, ``rerank_device.md``).
 """
 from __future__ import annotations
 
