@@ -67,6 +67,27 @@ def test_rerank_device_measures_are_ir_measures_with_trec_eval_ties():
         assert set(g.nlargest(5, "score")["docno"]) == set(top["docno"])
 
 
+def test_rerank_device_mix_ranks_as_the_library_dense_reranker(monkeypatch):
+    """The GPU machine chooses k and alpha with its own mix; the library re-ranks with DenseReranker. Given the same
+    cosines, both put every book at the same rank."""
+    import pandas as pd
+    import rerank_device as rr
+
+    from pyterrier_tot.rerank.dense_reranker import DenseReranker
+
+    rng = random.Random(7)
+    rows = [(str(q), f"d{i:02d}", float(rng.randrange(50))) for q in range(20) for i in rng.sample(range(40), 30)]
+    run = pd.DataFrame(rows, columns=["qid", "docno", "score"])
+    cos = {q: {d: rng.random() for d in g["docno"]} for q, g in run.groupby("qid")}
+    qrels = [{"qid": q, "docno": d, "label": 1} for q, g in run.groupby("qid") for d in g["docno"]]
+    for k, alpha in ((5, 0.6), (10, 0.3), (30, 1.0)):
+        stage = DenseReranker(k=k, alpha=alpha, max_chars=None)
+        monkeypatch.setattr(stage, "_dense_scores", lambda block: block.apply(
+            lambda r: cos[r["qid"]][r["docno"]], axis=1).to_numpy(dtype=float))
+        lib = stage(run.assign(query="q", text="t"))
+        assert rr.gold_ranks(lib, qrels) == rr.gold_ranks(rr.mix(run, cos, k, alpha), qrels), (k, alpha)
+
+
 def test_a_model_survives_the_trip_back(tmp_path):
     """pack (on the GPU machine) -> chunks + rest.tar -> assemble (here): the weights come back in fp32, equal to
     their fp16 rounding, and every other file of the folder with them."""
