@@ -152,8 +152,9 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
     if base_path is None:
         return None
     out = model_dir(base_path, **s)
+    rest = train_data(dataset, "rest", n)[0]
     if complete_model(out):
-        check_trained_on(out, train_data(dataset, "rest", n)[0], ours=True)
+        check_trained_on(out, rest, ours=True)  # one trained on other queries or texts is refused
         return str(out)
     if not train:
         return None
@@ -161,7 +162,6 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
         pipeline = recipe.tuned_pipeline(dataset, index, base=base, verbose=verbose, n=n,  # mined as designed:
                                          train_settings=train_settings, helpers=())  # the base's recipe alone
     groups = recipe_groups(dataset, index, pipeline, s["n_negatives"], s["mine_depth"], n=n, run=run)
-    rest = train_data(dataset, "rest", n)[0]
     if verbose:
         print(f"training the recipe's cross-encoder ({dataset_tag(dataset)}) on {len(groups)} groups into {out}")
     train_cross_encoder(groups, out, base_model=base_path, n_negatives=s["n_negatives"], epochs=s["epochs"],
