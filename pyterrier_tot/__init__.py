@@ -34,7 +34,7 @@ from pyterrier_tot.decomposition import (CLUE_FIELDS, CLUE_COLUMNS, YEAR_COLUMN,
                                          fine_tuned_base, tuned_pipeline, TrainingSet, tuning_data, clues_na_as_none,
                                          NoDatesWarning, corpus_has_dates)
 from pyterrier_tot.covers import CoverRanker, CoverIndex, ClipModel, ClipCheckpoint, finetune_clip, CoverClipTrainer
-from pyterrier_tot.rerank import DenseReranker, ListwiseReranker
+from pyterrier_tot.rerank import DenseReranker, ListwiseReranker, PointwiseLLMReranker
 from pyterrier_tot.submission.title_namer import TitleNamer
 from pyterrier_tot.decomposition.hard_negatives import mine_hard_negatives, sample_negatives
 from pyterrier_tot.decomposition.learned_fuser import LearnedFuser, LearnedFuserModel
@@ -78,7 +78,7 @@ __all__ = [
     "TrainingSet",
     # covers, rerankers
     "CoverRanker", "CoverIndex", "ClipModel", "ClipCheckpoint", "finetune_clip", "CoverClipTrainer", "DenseReranker",
-    "ListwiseReranker", "TitleNamer",
+    "ListwiseReranker", "PointwiseLLMReranker", "TitleNamer",
     # stronger retrievers: hard negatives, cross-encoder, learned fusion, Anserini
     "mine_hard_negatives", "sample_negatives", "LearnedFuser", "LearnedFuserModel", "CrossEncoderModel",
     "CrossEncoderReranker", "train_cross_encoder", "anserini_available", "anserini_status", "lucene_bm25",

@@ -62,6 +62,8 @@ STAGES = {
     "TitleNamer": (True, False, False),             # names books itself; as a scorer, unnamed rows score 0
     "ListwiseReranker[index]": (True, True, True),
     "ListwiseReranker[text-column]": (True, True, False),
+    "PointwiseLLMReranker[index]": (True, True, True),
+    "PointwiseLLMReranker[text-column]": (True, True, False),
     "BookIndex.bm25": (True, False, False),
     "BookIndex.dense": (True, False, False),
     "BookIndex.dense_scorer": (True, False, True),

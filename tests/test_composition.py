@@ -163,6 +163,7 @@ def test_constructors_check_their_arguments_when_built(index):
         "LLM(temperature='hot')": lambda: ptt.LLM(model="m", base_url="http://127.0.0.1:9/v1", temperature="hot",
                                                   cache=False),
         "ListwiseReranker(llm='gpt')": lambda: ListwiseReranker("gpt", index),
+        "PointwiseLLMReranker(llm='gpt')": lambda: ptt.PointwiseLLMReranker("gpt", index),
     }
     for what, make in bad.items():
         with pytest.raises((ValueError, TypeError)) as e:

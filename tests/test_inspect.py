@@ -212,6 +212,8 @@ CASES = [
          lambda e: ptt.ListwiseReranker(e.llm, e.index, k=2, window=2, step=1), results),
     Case("ListwiseReranker", "text-column", lambda e: ptt.ListwiseReranker(e.llm, k=2, window=2, step=1),
          results_with_text),
+    Case("PointwiseLLMReranker", "index", lambda e: ptt.PointwiseLLMReranker(e.llm, e.index, k=2), results),
+    Case("PointwiseLLMReranker", "text-column", lambda e: ptt.PointwiseLLMReranker(e.llm, k=2), results_with_text),
 ]
 
 

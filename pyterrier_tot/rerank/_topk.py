@@ -2,7 +2,7 @@
 top ``k`` with the stage's scorer and keep the tail in its incoming order, strictly below the re-scored block."""
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, List, Sequence
 
 import numpy as np
 import pandas as pd
@@ -11,6 +11,17 @@ import pyterrier_alpha as pta
 
 from pyterrier_tot._util import explain_columns
 from pyterrier_tot.policy import check_result_frame, unknown_docnos
+
+
+def book_texts(index, block: pd.DataFrame, fields: Sequence[str], max_chars: int) -> List[str]:
+    """The text an LLM re-ranker shows for each row of ``block``: the ``fields`` of the book in ``index`` joined by
+    ": " (without an index, the frame's ``text`` column), whitespace collapsed, cut at ``max_chars``."""
+    if index is None:
+        text = block["text"].fillna("").astype(str)
+    else:
+        books = index.books_of(block["docno"].astype(str))
+        text = books[list(fields)].fillna("").astype(str).agg(": ".join, axis=1)
+    return [" ".join(t.split())[:max_chars] for t in text]
 
 
 def rerank_top_k(stage, inp: pd.DataFrame, k: int, index, needs: Sequence[str], hint: str,

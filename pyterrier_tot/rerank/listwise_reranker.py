@@ -34,6 +34,7 @@ import pyterrier_alpha as pta
 from pyterrier_tot._util import explain_columns
 from pyterrier_tot.llm.templates import load_prompt
 from pyterrier_tot.policy import check_index, check_int, check_llm, check_result_frame, unknown_docnos
+from pyterrier_tot.rerank._topk import book_texts
 
 _BRACKETED = re.compile(r"\[\s*(\d+)\s*\]")
 _NUMBER = re.compile(r"\d+")
@@ -100,12 +101,7 @@ class ListwiseReranker(pt.Transformer):
         self.windows = self.repaired = self.failures = 0
 
     def _texts(self, block: pd.DataFrame) -> List[str]:
-        if self.index is None:
-            text = block["text"].fillna("").astype(str)
-        else:
-            books = self.index.books_of(block["docno"].astype(str))
-            text = books[list(self.fields)].fillna("").astype(str).agg(": ".join, axis=1)
-        return [" ".join(t.split())[: self.max_chars] for t in text]
+        return book_texts(self.index, block, self.fields, self.max_chars)
 
     def _request(self, query: str, texts: Sequence[str]):
         lines = [f"Request: {' '.join(str(query).split())[: self.max_query_chars]}", ""]

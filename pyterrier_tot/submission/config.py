@@ -45,6 +45,7 @@ STAGES = {
     "tuned_pipeline": "pyterrier_tot.decomposition.recipe:tuned_pipeline",
     "DenseReranker": "pyterrier_tot.rerank.dense_reranker:DenseReranker",
     "ListwiseReranker": "pyterrier_tot.rerank.listwise_reranker:ListwiseReranker",
+    "PointwiseLLMReranker": "pyterrier_tot.rerank.pointwise_reranker:PointwiseLLMReranker",
     "TitleNamer": "pyterrier_tot.submission.title_namer:TitleNamer",
     "Normalise": "pyterrier_tot.normalise:Normalise",
 }
