@@ -56,6 +56,7 @@ def main():
                     "demo's, whose base trains in ~20 min on two CPU cores where mpnet's takes ~1 h)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--gguf", default=None, help="default: the Qwen2.5-Coder-1.5B file fetch_models.py qwen writes")
+    ap.add_argument("--note", default="", help="a sentence for the results (e.g. where cached answers came from)")
     ap.add_argument("--render", action="store_true")
     args = ap.parse_args()
     if args.render:
@@ -115,8 +116,9 @@ def main():
         results[s] = {}
         for name, df in table.items():
             row = {c: round(float(df[c].mean()), 4) for c in COLS}
-            if name != "recipe":
-                for c in ("R@5", "MRR"):
+            for c in ("R@5", "MRR"):
+                row[f"p {c}"], row[f"up/down {c}"] = "", ""       # the recipe's own row: nothing to compare
+                if name != "recipe":
                     diff = df[c] - base[c]
                     row[f"p {c}"] = round(float(ttest_rel(df[c], base[c]).pvalue), 4) if diff.any() else 1.0
                     row[f"up/down {c}"] = f"{int((diff > 0).sum())}/{int((diff < 0).sum())}"
@@ -125,12 +127,13 @@ def main():
                "n": {s: len(t) for s, (t, _) in splits.items()}, "chosen": chosen,
                "objective (tuning)": {k: round(v, 4) for k, v in objective.items()},
                "results": results, "llm cost": llm_seconds, "judgements": judged, "recipe seconds": seconds,
-               "machine": _common.machine(), "seconds": round(time.time() - t0, 1), "args": vars(args)}
+               "machine": _common.machine(), "seconds": round(time.time() - t0, 1), "args": vars(args),
+               "note": args.note}
     _common.write_results(NAME, payload, markdown(payload))
 
 
 def markdown(p) -> str:
-    lines = ["# An LLM pointwise re-ranker after the default recipe (issue 31.4, two CPU cores)", "",
+    lines = ["# An LLM pointwise re-ranker after the recipe (issue 31.4, two CPU cores)", "",
              f"`tuned_pipeline(ds, base={p['base']!r}) >> PointwiseLLMReranker(llm, index, k={p['k']}, alpha=a)` "
              f"with {p['llm']} "
              f"served by llama.cpp ({p['threads']} threads): each of the recipe's top {p['k']} books judged yes / "
@@ -146,10 +149,12 @@ def markdown(p) -> str:
         lines += [f"## {s} ({p['n'][s]} queries)", "", _common.md_table(df), ""]
     lines += ["## Cost", ""]
     for s, c in p["llm cost"].items():
-        n = p["n"][s]
-        lines.append(f"- {s}: {c['seconds']} s for {c['fresh calls']} fresh LLM calls "
-                     f"({c['seconds'] / max(n, 1):.1f} s a query; cached answers cost nothing); "
+        n, fresh = p["n"][s], c["fresh calls"]
+        rate = f"{c['seconds'] / fresh:.1f} s a fresh call" if fresh else "every answer from the LLM cache"
+        lines.append(f"- {s}: {c['seconds']} s, {fresh} fresh LLM calls for {n} queries ({rate}); "
                      f"judged {p['judgements'][s]['judged']}, no judgement {p['judgements'][s]['failures']}")
+    if p.get("note"):
+        lines += ["", p["note"]]
     lines += ["", f"Machine: {p['machine']}. Total {p['seconds']} s. Re-render: "
               "`python benchmarks/pointwise_llm.py --render`.", ""]
     return "\n".join(lines)
