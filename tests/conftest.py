@@ -56,3 +56,18 @@ TINY_BOOKS = [
 def tiny_frame():
     import pandas as pd
     return pd.DataFrame(TINY_BOOKS)
+
+
+def tiny_ranking(query, docnos=("b1", "b3", "b4", "b6", "b5", "b2"), qid="q1"):
+    """A result frame of TINY_BOOKS for one query, scores descending in the order given (the re-rankers' tests)."""
+    import pandas as pd
+    import pyterrier as pt
+
+    n = len(docnos)
+    return pt.model.add_ranks(pd.DataFrame({"qid": qid, "query": query, "docno": list(docnos),
+                                            "score": [float(n - i) for i in range(n)]}))
+
+
+def ranked_docnos(res, qid="q1"):
+    """The docnos of one query of a result frame, by rank."""
+    return res[res["qid"] == qid].sort_values("rank")["docno"].tolist()

@@ -11,7 +11,7 @@ import pyterrier as pt
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import TINY_BOOKS  # noqa: E402
+from conftest import TINY_BOOKS, ranked_docnos, tiny_ranking  # noqa: E402
 from openai_stub import OpenAIStub, stub_llm  # noqa: E402
 
 from pyterrier_tot.errors import BadInputError, UnknownDocnoError  # noqa: E402
@@ -55,14 +55,7 @@ def make_llm(stub, tmp_path):
     return stub_llm(stub, tmp_path / "llm.sqlite3")
 
 
-def ranking(query, docnos=("b1", "b3", "b4", "b6", "b5", "b2"), qid="q1"):
-    n = len(docnos)
-    return pt.model.add_ranks(pd.DataFrame({"qid": qid, "query": query, "docno": list(docnos),
-                                            "score": [float(n - i) for i in range(n)]}))
-
-
-def order(res, qid="q1"):
-    return res[res["qid"] == qid].sort_values("rank")["docno"].tolist()
+ranking, order = tiny_ranking, ranked_docnos
 
 
 # -- permutation repair -------------------------------------------------------------------------------------------
