@@ -133,8 +133,9 @@ def fine_tuned_base(dataset, n: int = TUNING_QUERIES, seed: int = TUNING_SEED, p
     one is read by docno. ``settings`` override :data:`BASE_SETTINGS` (see :func:`base_settings`).
 
     Cost on two CPU cores (1,553 Reddit-TOMT pairs, 97 steps per epoch): MiniLM about 6 to 9 minutes an epoch
-    (its default two epochs took 1,111 s), mpnet 28 to 64 minutes an epoch in fp32 on two CPUs measured (about
-    14 with ``amp`` where bf16 is native; its default is two epochs). On a GPU it trains there: 23 s on an H200."""
+    (its default two epochs took 1,111 s), mpnet 28 to 64 minutes an epoch in fp32 on two CPUs measured (14 to
+    32 with ``amp`` where bf16 is native, by CPU; its default is two epochs). On a GPU it trains there: 23 s on an
+    H200."""
     from pyterrier_tot.decomposition import expert_training
 
     cfg = base_settings(model, **settings)
