@@ -27,6 +27,7 @@ from ir_measures import RR, R, nDCG  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
 from pyterrier_tot.decomposition import bases, recipe  # noqa: E402
+from pyterrier_tot.decomposition.protocol import training_info  # noqa: E402
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser  # noqa: E402
 from pyterrier_tot.models import (
     native_bf16,  # noqa: E402
@@ -169,6 +170,40 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
     return {n: results[n] for n in runs}
 
 
+#: What the benchmark reports of each base's training record (the cost of a base on this machine).
+TRAINING_KEYS = ("base_model", "steps", "seconds", "epochs", "lr", "amp", "device", "batch_size", "train_text")
+
+
+def training_costs(models: dict) -> dict:
+    """{base folder name: its training record's cost and settings}, for every base a run used."""
+    out = {}
+    for paths in models.values():
+        for path in dict.fromkeys(p for p, _ in paths.values()):
+            info = training_info(path)
+            out[Path(path).name] = {k: info[k] for k in TRAINING_KEYS if k in info}
+    return out
+
+
+#: Row labels of a ``--now-only`` run: its 'before' base is the current one, so only the fit is as before.
+NOW_ONLY_LABELS = {"before (old base, R@5 fit, ~170 deep)": "fitted as before issue 31 (R@5 alone, fused candidates "
+                   "only, ~170 deep)"}
+
+
+def _relabel(p: dict) -> dict:
+    if not p.get("args", {}).get("now_only"):
+        return p
+
+    def name(n):
+        for a, b in NOW_ONLY_LABELS.items():
+            n = n.replace(a, b)
+        return n
+
+    def rows(res):
+        return {name(n): {**v, **({"vs": name(v["vs"])} if v.get("vs") else {})} for n, v in res.items()}
+
+    return {**p, "results": rows(p["results"]), "birco": rows(p.get("birco") or {})}
+
+
 def _set_name(name: str) -> None:
     global NAME, WORK
     NAME, WORK = name, _common.WORK / name
@@ -182,6 +217,9 @@ def main():
     ap.add_argument("--no-birco", action="store_true")
     ap.add_argument("--birco-bases", nargs="+", default=None,
                     help="the bases also run on BIRCO dev (default: all of --bases; mpnet encodes its corpus slowly)")
+    ap.add_argument("--now-only", action="store_true",
+                    help="only the base as BASE_SETTINGS trains it now (no 'before' base to train): the default's rows "
+                    "as a new user gets them, e.g. --bases mpnet --now-only --name recipe_depth_mpnet_now")
     ap.add_argument("--render", action="store_true")
     ap.add_argument("--name", default=NAME, help="the results' file stem, e.g. recipe_depth_mpnet for a run of one "
                     "base (its rows, runs cache and plot apart from the committed recipe_depth.*)")
@@ -200,7 +238,7 @@ def main():
     models = {}
     for key in args.bases:
         now = bases.base_settings(key)
-        old = {**now, **BEFORE.get(key, {})}
+        old = now if args.now_only else {**now, **BEFORE.get(key, {})}
         models[key] = {}
         for when, cfg in (("before", old), ("now", now)):
             settings = {k: cfg[k] for k in ("lr", "epoch", "schedule", "amp")}
@@ -228,7 +266,8 @@ def main():
                "tuning": {"n_queries": len(tune), "fingerprint": recipe.qid_fingerprint(tune)},
                "fit_metric": recipe.FIT_METRIC, "fit_bags": recipe.FIT_BAGS, "depth": recipe.DEPTH,
                "results": results, "birco": birco,
-               "weights": fitted, "native_bf16": native_bf16(), "threads": torch.get_num_threads(),
+               "weights": fitted, "training": training_costs(models),
+               "native_bf16": native_bf16(), "threads": torch.get_num_threads(),
                "seconds": round(time.time() - t0, 1), "args": vars(args)}
     _common.write_results(NAME, payload, markdown(payload))
 
@@ -263,7 +302,12 @@ def _below(res: dict) -> list:
 
 
 def markdown(p) -> str:
+    p = _relabel(p)
+    now_only = p.get("args", {}).get("now_only")
     lines = ["# The recipe beside its base at every depth (issue 31)", "",
+             *(["Only the base as `BASE_SETTINGS` trains it now (`--now-only`): the default as a new user gets it "
+                "on the current training text, every base trained and every fuser fitted in this run. 'fitted as "
+                "before issue 31': the same base under the old fit and depth.", ""] if now_only else []),
              f"Reddit-TOMT (Books) validation, {p['n_queries']} queries, {p['corpus']} books, all rows from one run. "
              "'before': the base as trained before this issue and the recipe as it was (fuser fitted for R@5 alone, "
              "fused candidates only, ~170 books a query); 'after': the base as `BASE_SETTINGS` trains it now and "
@@ -289,9 +333,20 @@ def markdown(p) -> str:
             lines += [f"Not run on BIRCO (`--birco-bases`): {', '.join(skipped)}.", ""]
         below = _below(p["birco"])
         lines += ["Where the new recipe is below its base: " + ("; ".join(below) if below else "nowhere."), ""]
+    if p.get("training"):
+        lines += ["## What each base cost to train (its training record)", "",
+                  "| base folder | steps | seconds | s/step | epochs | lr | bf16 autocast | device |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for folder, t in p["training"].items():
+            per = f"{t['seconds'] / t['steps']:.1f}" if t.get("seconds") and t.get("steps") else "-"
+            lines.append(f"| {folder} | {t.get('steps', '-')} | {t.get('seconds', '-')} | {per} | "
+                         f"{t.get('epochs', '-')} | {t.get('lr', '-')} | {bool(t.get('amp'))} | "
+                         f"{t.get('device', '-')} |")
+        lines += ["", f"Native bf16 on the machine of this run: {p['native_bf16']}.", ""]
     lines += ["## Fitted weights", ""]
     for k, w in p["weights"].items():
         base, fit = k.rsplit("-", 2)[1:]
+        base = "now" if now_only else base
         fit = {"after": "after (bagged)", "ascent": "one ascent"}.get(fit, fit)
         lines.append(f"- {k.split('-')[0]}, {fit} fit on the {'old' if base == 'before' else 'current'} base: "
                      f"`{json.dumps(dict(zip(w['names'], [round(x, 3) for x in w['weights']])))}` "

@@ -104,7 +104,8 @@ def resolve_model(name=None) -> str:
 
 
 #: Encoding precisions: ``fp32`` (the weights as trained) and ``bf16`` (weights and activations in bfloat16;
-#: about 2.4x faster on CPUs with AMX / AVX512-BF16 and 3x *slower* without them, vectors at cosine > 0.99 to fp32;
+#: about 3x faster on CPUs with AMX / AVX512-BF16 (``encoding_speed.md``) and about 4x *slower* without them
+#: (``bases.md``), vectors at cosine > 0.99 to fp32;
 #: see :func:`native_bf16` and docs/speed.rst).
 PRECISIONS = ("fp32", "bf16")
 

@@ -60,7 +60,8 @@ BASE_SETTINGS: Dict[str, dict] = {
 #: MiniLM's settings before issue 31 (one epoch at lr 2e-5): a model trained with them keeps its old folder name.
 LEGACY_MINILM = {"lr": 2e-5, "epoch": 1, "schedule": 1, "amp": False, "precision": "fp32"}
 #: ``amp="auto"``: bfloat16 autocast only where the hardware runs bf16 natively (:func:`~pyterrier_tot.models.
-#: native_bf16`); on a CPU without AMX / AVX512-BF16 it is emulated and a training step was 3x slower than fp32.
+#: native_bf16`); on a CPU without AMX / AVX512-BF16 it is emulated, and encoding there was about 4x slower than
+#: fp32 (``benchmarks/results/bases.md``).
 #: Settings shared by every base (the MiniLM protocol); any of them can be overridden per call.
 COMMON = {"batch_size": 16, "max_seq_length": 256, "warmup_ratio": 0.1, "seed": 42}
 

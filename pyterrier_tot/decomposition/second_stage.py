@@ -6,7 +6,7 @@ recipe's top ``k``::
     from pyterrier_tot.rerank.cross_encoder import CrossEncoderReranker
 
     pipe = recipe.tuned_pipeline(ds, index, base="minilm")
-    ce = second_stage.recipe_cross_encoder(ds, index, base="minilm")   # trains once (~35 min on 2 CPU cores)
+    ce = second_stage.recipe_cross_encoder(ds, index, base="minilm")   # trains once (~29 min on 2 CPU cores)
     two = pipe >> CrossEncoderReranker(ce, index, k=20, alpha=0.3)
 
 Training data: the training queries outside the tuning slice (what the base learned from too), each with its gold
