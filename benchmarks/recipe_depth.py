@@ -174,13 +174,14 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
 TRAINING_KEYS = ("base_model", "steps", "seconds", "epochs", "lr", "amp", "device", "batch_size", "train_text")
 
 
-def training_costs(models: dict) -> dict:
-    """{base folder name: its training record's cost and settings}, for every base a run used."""
+def training_costs(models: dict, helpers: dict = None) -> dict:
+    """{model folder name: its training record's cost and settings}, for every base and helper a run used."""
+    paths = [p for ps in models.values() for p, _ in ps.values()]
+    paths += [p for hs in (helpers or {}).values() for p in hs.values()]
     out = {}
-    for paths in models.values():
-        for path in dict.fromkeys(p for p, _ in paths.values()):
-            info = training_info(path)
-            out[Path(path).name] = {k: info[k] for k in TRAINING_KEYS if k in info}
+    for path in dict.fromkeys(str(p) for p in paths):
+        info = training_info(path)
+        out[Path(path).name] = {k: info[k] for k in TRAINING_KEYS if k in info}
     return out
 
 
@@ -266,7 +267,7 @@ def main():
                "tuning": {"n_queries": len(tune), "fingerprint": recipe.qid_fingerprint(tune)},
                "fit_metric": recipe.FIT_METRIC, "fit_bags": recipe.FIT_BAGS, "depth": recipe.DEPTH,
                "results": results, "birco": birco,
-               "weights": fitted, "training": training_costs(models),
+               "weights": fitted, "training": training_costs(models, helpers),
                "native_bf16": native_bf16(), "threads": torch.get_num_threads(),
                "seconds": round(time.time() - t0, 1), "args": vars(args)}
     _common.write_results(NAME, payload, markdown(payload))
@@ -305,9 +306,11 @@ def markdown(p) -> str:
     p = _relabel(p)
     now_only = p.get("args", {}).get("now_only")
     lines = ["# The recipe beside its base at every depth (issue 31)", "",
-             *(["Only the base as `BASE_SETTINGS` trains it now (`--now-only`): the default as a new user gets it "
-                "on the current training text, every base trained and every fuser fitted in this run. 'fitted as "
-                "before issue 31': the same base under the old fit and depth.", ""] if now_only else []),
+             *(["Only the base as `BASE_SETTINGS` trains it now (`--now-only`): the default as a new user gets it, "
+                "every model trained on the current training text (the `train_text` of the records below) and "
+                "every fuser fitted in this run; a model already in the cache is reused, not retrained. 'fitted as "
+                "before issue 31': the same base under the old fit and depth. The 'before' / 'after' wording "
+                "below is the full benchmark's.", ""] if now_only else []),
              f"Reddit-TOMT (Books) validation, {p['n_queries']} queries, {p['corpus']} books, all rows from one run. "
              "'before': the base as trained before this issue and the recipe as it was (fuser fitted for R@5 alone, "
              "fused candidates only, ~170 books a query); 'after': the base as `BASE_SETTINGS` trains it now and "
@@ -335,14 +338,15 @@ def markdown(p) -> str:
         lines += ["Where the new recipe is below its base: " + ("; ".join(below) if below else "nowhere."), ""]
     if p.get("training"):
         lines += ["## What each base cost to train (its training record)", "",
-                  "| base folder | steps | seconds | s/step | epochs | lr | bf16 autocast | device |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| model folder | steps | seconds | s/step | epochs | lr | bf16 autocast | device | train_text |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for folder, t in p["training"].items():
             per = f"{t['seconds'] / t['steps']:.1f}" if t.get("seconds") and t.get("steps") else "-"
             lines.append(f"| {folder} | {t.get('steps', '-')} | {t.get('seconds', '-')} | {per} | "
                          f"{t.get('epochs', '-')} | {t.get('lr', '-')} | {bool(t.get('amp'))} | "
-                         f"{t.get('device', '-')} |")
-        lines += ["", f"Native bf16 on the machine of this run: {p['native_bf16']}.", ""]
+                         f"{t.get('device', '-')} | {str(t.get('train_text', '-'))[:10]} |")
+        lines += ["", f"Native bf16 on the machine of this run: {p['native_bf16']}."
+                  + (f" ({p['training_note']}.)" if p.get("training_note") else ""), ""]
     lines += ["## Fitted weights", ""]
     for k, w in p["weights"].items():
         base, fit = k.rsplit("-", 2)[1:]

@@ -117,11 +117,12 @@ def fine_tuned_models(fine_tuned: FineTuned) -> Dict[str, str]:
 
 
 #: The base :func:`tuned_pipeline` fine-tunes when none is named: the one we recommend. On Reddit-TOMT validation its
-#: recipe (with its helper, :data:`~pyterrier_tot.decomposition.bases.HELPERS`) has R@5 .708 / MRR .612 against
-#: MiniLM's .614 / .522 (``recipe_depth_mpnet.md``, ``recipe_depth.md``; BIRCO dev nDCG@10 .561 against .434).
-#: It costs more: a 420 MB model, two epochs of 28-64 minutes on two CPU cores in fp32 (~14 where bf16 is native;
-#: 23 s in all on an H200) against MiniLM's ~19 (which the default trains too, as its helper), and 2-3x the
-#: encoding time.
+#: recipe (with its helper, :data:`~pyterrier_tot.decomposition.bases.HELPERS`) has R@5 .682 / MRR .606 against
+#: MiniLM's .614 / .522 (``recipe_depth_mpnet_now.md``, bases trained as a new checkout trains them; .708 / .612 on
+#: an mpnet trained earlier in fp32 on a GPU, ``recipe_depth_mpnet.md``; MiniLM: ``recipe_depth.md``). It costs
+#: more: a 420 MB model, two epochs on two CPU cores of 28-64 minutes each in fp32 (14-32 where bf16 is native;
+#: 23 s in all on an H200) against MiniLM's ~19 for both (which the default trains too, as its helper), and about
+#: 6x the encoding time.
 #: ``make demo`` passes ``base="minilm"`` for its first run and says so.
 DEFAULT_BASE = "mpnet"
 
