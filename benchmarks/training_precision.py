@@ -68,6 +68,7 @@ def main():
                "validation": table(systems, ds.get_topics("validation"), ds.get_qrels("validation")),
                "seconds": round(time.time() - t0, 1)}
     _common.write_results(name, payload, markdown(payload))
+    print(markdown(payload))  # the fp32 base (the same-run baseline) beside the bf16 one
 
 
 def _md(rows: list) -> str:
