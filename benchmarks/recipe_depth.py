@@ -171,7 +171,7 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
 
 
 #: What the benchmark reports of each base's training record (the cost of a base on this machine).
-TRAINING_KEYS = ("base_model", "steps", "seconds", "epochs", "lr", "amp", "device", "batch_size", "train_text")
+TRAINING_KEYS = ("base_model", "steps", "seconds", "epochs", "lr", "amp", "device", "batch_size", "seed", "train_text")
 
 
 def training_costs(models: dict, helpers: dict = None) -> dict:
@@ -221,6 +221,9 @@ def main():
     ap.add_argument("--now-only", action="store_true",
                     help="only the base as BASE_SETTINGS trains it now (no 'before' base to train): the default's rows "
                     "as a new user gets them, e.g. --bases mpnet --now-only --name recipe_depth_mpnet_now")
+    ap.add_argument("--train-seed", type=int, default=None,
+                    help="train the base(s) with this seed instead of the default 42 (helpers keep theirs): with "
+                    "--now-only, how much one training run of the default moves its numbers")
     ap.add_argument("--render", action="store_true")
     ap.add_argument("--name", default=NAME, help="the results' file stem, e.g. recipe_depth_mpnet for a run of one "
                     "base (its rows, runs cache and plot apart from the committed recipe_depth.*)")
@@ -243,6 +246,8 @@ def main():
         models[key] = {}
         for when, cfg in (("before", old), ("now", now)):
             settings = {k: cfg[k] for k in ("lr", "epoch", "schedule", "amp")}
+            if args.train_seed is not None:  # the base's training seed (its helper keeps its own)
+                settings["seed"] = args.train_seed
             path = bases.fine_tuned_base(ds, model=key, train=args.train, index=index, **settings)
             if path is None:
                 raise SystemExit(f"no fine-tuned {key} base ({_label(cfg)}) in the cache: run with --train")
@@ -311,6 +316,9 @@ def markdown(p) -> str:
                 "every fuser fitted in this run; a model already in the cache is reused, not retrained. 'fitted as "
                 "before issue 31': the same base under the old fit and depth. The 'before' / 'after' wording "
                 "below is the full benchmark's.", ""] if now_only else []),
+             *([f"The base trained with seed {p['args']['train_seed']} (`--train-seed`; the default is "
+                f"{bases.COMMON['seed']}), its helper with its own default: the same recipe from another training "
+                "run.", ""] if p.get("args", {}).get("train_seed") is not None else []),
              f"Reddit-TOMT (Books) validation, {p['n_queries']} queries, {p['corpus']} books, all rows from one run. "
              "'before': the base as trained before this issue and the recipe as it was (fuser fitted for R@5 alone, "
              "fused candidates only, ~170 books a query); 'after': the base as `BASE_SETTINGS` trains it now and "

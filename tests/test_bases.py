@@ -186,11 +186,11 @@ def test_a_cached_base_is_reused_only_for_the_queries_it_was_trained_on(index, t
     assert training_info(path)["train_qids"] == qid_fingerprint(train_data(ds, "rest", 4)[0])
     assert training_info(path)["train_text"] == text_fingerprint(train_data(ds, "rest", 4)[0])
     # another tuning seed draws another slice: its own folder, never the seed-0 model (trained on its slice)
-    assert bases.fine_tuned_base(ds, 4, seed=1, model="minilm", index=index, train=False, max_steps=1,
+    assert bases.fine_tuned_base(ds, 4, tuning_seed=1, model="minilm", index=index, train=False, max_steps=1,
                                  batch_size=4, max_seq_length=32) is None
     assert bases.base_dir(ds, "minilm", 4, 1, max_steps=1) != bases.base_dir(ds, "minilm", 4, max_steps=1)
     with pytest.raises(ValueError, match="trained on other queries"):      # the folder forced on other queries
-        bases.fine_tuned_base(ds, 4, seed=1, path=path, model="minilm", index=index, train=False)
+        bases.fine_tuned_base(ds, 4, tuning_seed=1, path=path, model="minilm", index=index, train=False)
     # two unnamed training sets never share a folder
     a = bases.TrainingSet([(ds.topics.head(6), ds.qrels.head(6))])
     b = bases.TrainingSet([(ds.topics.tail(6), ds.qrels.tail(6))])
@@ -277,6 +277,46 @@ def test_a_helper_scores_the_base_candidates_beside_it_and_the_floor_stays_the_b
         recipe.build_pipeline(index, fts, helpers={"dense_ft": helpers["dense_ft_other"]})
     assert recipe.default_helpers("mpnet") == ("minilm",) and recipe.default_helpers("minilm") == ()
     assert recipe.default_helpers(["minilm", "mpnet"]) == ()
+
+
+def test_the_training_seed_is_a_setting_and_no_fit_learns_from_a_base_trained_on_its_slice(index, tmp_path,
+                                                                                              monkeypatch):
+    """``seed`` among the settings (or tuned_pipeline's ``train_settings``) is the training seed: its own folder,
+    trained outside the same tuning slice the weights are then fitted on. A base trained outside another slice
+    (``tuning_seed``) has learned some of the fit's queries: the fit refuses it, and warns where the record cannot
+    tell (an older record with fingerprints only)."""
+    import json
+    import warnings
+
+    from pyterrier_tot.decomposition.protocol import qid_fingerprint, train_data, training_info
+
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
+    ds, small = TinyDataset(), {"max_steps": 1, "batch_size": 4, "max_seq_length": 32, "verbose": False}
+    rest = train_data(ds, "rest", 4)[0]
+    seeded = bases.fine_tuned_base(ds, 4, model="minilm", index=index, seed=7, **small)
+    assert seeded != bases.fine_tuned_base(ds, 4, model="minilm", index=index, **small) and "-seed7-" in seeded
+    info = training_info(seeded)
+    assert info["seed"] == 7 and info["train_qids"] == qid_fingerprint(rest)
+    assert info["train_qid_list"] == sorted(rest["qid"].astype(str))
+    dp = recipe.tuned_pipeline(ds, index, base="minilm", helpers=(), n=4, k=3, expert_k=2, verbose=False,
+                               depth=None, train_settings={"seed": 7, **{k: v for k, v in small.items()
+                                                                           if k != "verbose"}})
+    assert dp.fuser.names[0] == "dense_ft"
+    other = bases.fine_tuned_base(ds, 4, tuning_seed=1, model="minilm", index=index, **small)
+    learned = set(train_data(ds, "tuning", 4)[0]["qid"]) - set(train_data(ds, "tuning", 4, 1)[0]["qid"])
+    assert learned  # the seed-1 base trained on some of the seed-0 slice
+    with pytest.raises(ValueError, match=f"trained on {len(learned)} of the 4 tuning queries"):
+        recipe.fitted_weights(ds, index, {"dense_ft": other}, n=4, k=3, expert_k=2)
+    with pytest.raises(ValueError, match="trained on"):
+        recipe.fitted_weights(ds, index, {"dense_ft": seeded}, n=4, k=3, expert_k=2, helpers={"dense_ft_o": other})
+    meta = next(p for p in (tmp_path / "models").glob("*/pyterrier_tot_training.json") if str(other) in str(p))
+    record = json.loads(meta.read_text())
+    (record.get("training", record)).pop("train_qid_list")
+    meta.write_text(json.dumps(record))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        recipe.fitted_weights(ds, index, {"dense_ft": other}, n=4, k=3, expert_k=2)
+    assert any("cannot say whether they include tuning queries" in str(w.message) for w in caught)
 
 
 def test_batches_that_cannot_be_filled_are_emitted_short():

@@ -131,7 +131,8 @@ def test_recipe_reranker_trains_from_the_base_is_cached_and_reranks(index, tmp_p
 
     monkeypatch.setattr(expert_training, "train_biencoder", refuse)
     assert second_stage.recipe_reranker(ds, index, run=(index.dense() % 5)(rest), **kw) == path  # cached
-    assert info["train_text"] == second_stage.text_fingerprint(rest)
+    assert info["train_text"] == recipe.text_fingerprint(rest)
+    assert info["train_qid_list"] == sorted(rest["qid"].astype(str))  # what a fit checks its slice against
     stage = second_stage.reranker_stage(ds, index, train=False, k=3, alpha=0.5, **kw)
     assert stage.model == path and stage.k == 3 and stage.alpha == 0.5 and stage.max_chars is None
     res = (index.bm25() % 5)(pd.DataFrame({"qid": ["q"], "query": ["a dragon and the moon"]}))

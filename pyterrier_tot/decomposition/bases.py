@@ -41,9 +41,8 @@ from pyterrier_tot.decomposition.protocol import (
     check_trained_on,
     complete_model,
     dataset_tag,
-    qid_fingerprint,
-    text_fingerprint,
     train_data,
+    training_record,
 )
 
 #: Training settings of each base model, chosen on the tuning slice (``benchmarks/results/bases.md``):
@@ -125,13 +124,15 @@ def _corpus(dataset, index):
     return BookIndex(dataset)
 
 
-def fine_tuned_base(dataset, n: int = TUNING_QUERIES, seed: int = TUNING_SEED, path: Union[str, Path, None] = None,
-                    train: bool = True, verbose: bool = True, *, model: str = "minilm", index=None,
-                    **settings) -> Optional[str]:
+def fine_tuned_base(dataset, n: int = TUNING_QUERIES, tuning_seed: int = TUNING_SEED,
+                    path: Union[str, Path, None] = None, train: bool = True, verbose: bool = True, *,
+                    model: str = "minilm", index=None, **settings) -> Optional[str]:
     """The fine-tuned base retriever ``model`` of the recipe (a model folder, usable as ``model=``): reused when
     cached, otherwise trained on the training queries outside the tuning slice (``train=False``: ``None``
     instead). ``index``: the BookIndex whose books the qrels name (default ``BookIndex(dataset)``); a streamed
-    one is read by docno. ``settings`` override :data:`BASE_SETTINGS` (see :func:`base_settings`).
+    one is read by docno. ``settings`` override :data:`BASE_SETTINGS` (see :func:`base_settings`); among them
+    ``seed`` is the training seed (another seed, another folder), while ``n`` and ``tuning_seed`` draw the tuning
+    slice that training leaves out (the weights fitted beside the base must be fitted on that same slice).
 
     Cost on two CPU cores (1,553 Reddit-TOMT pairs, 97 steps per epoch): MiniLM about 6 to 9 minutes an epoch
     (its default two epochs took 1,111 s), mpnet 28 to 64 minutes an epoch in fp32 on two CPUs measured (14 to
@@ -140,8 +141,8 @@ def fine_tuned_base(dataset, n: int = TUNING_QUERIES, seed: int = TUNING_SEED, p
     from pyterrier_tot.decomposition import expert_training
 
     cfg = base_settings(model, **settings)
-    out = Path(path) if path else base_dir(dataset, model, n, seed, **settings)
-    rest, qrels = train_data(dataset, "rest", n, seed)
+    out = Path(path) if path else base_dir(dataset, model, n, tuning_seed, **settings)
+    rest, qrels = train_data(dataset, "rest", n, tuning_seed)
     if complete_model(out):
         check_trained_on(out, rest)
         return str(out)
@@ -155,7 +156,7 @@ def fine_tuned_base(dataset, n: int = TUNING_QUERIES, seed: int = TUNING_SEED, p
 
 
 def base_grid(dataset, model: str = "mpnet", lrs: Sequence[float] = (2e-5,), epochs: int = 3,
-              n: int = TUNING_QUERIES, seed: int = TUNING_SEED, index=None, train: bool = True,
+              n: int = TUNING_QUERIES, tuning_seed: int = TUNING_SEED, index=None, train: bool = True,
               verbose: bool = True, **settings) -> Dict[Tuple[float, int], str]:
     """Fine-tuned ``model`` for each learning rate of ``lrs`` with an ``epochs``-epoch schedule, saved after every
     epoch: ``{(lr, epoch): folder}`` for the checkpoints that exist (``train=False`` trains nothing). Choose
@@ -164,9 +165,9 @@ def base_grid(dataset, model: str = "mpnet", lrs: Sequence[float] = (2e-5,), epo
 
     found: Dict[Tuple[float, int], str] = {}
     for lr in lrs:
-        dirs = {e: base_dir(dataset, model, n, seed, **{**settings, "lr": lr, "epoch": e, "schedule": epochs})
+        dirs = {e: base_dir(dataset, model, n, tuning_seed, **{**settings, "lr": lr, "epoch": e, "schedule": epochs})
                 for e in range(1, epochs + 1)}
-        rest, qrels = train_data(dataset, "rest", n, seed)
+        rest, qrels = train_data(dataset, "rest", n, tuning_seed)
         for p in dirs.values():
             if complete_model(p):
                 check_trained_on(p, rest)
@@ -300,7 +301,7 @@ def fine_tuned_hard(dataset, index=None, epochs: int = 1, n_negatives: int = HN_
                 **({"amp": amp} if amp else {}),
                 extra_metadata={"epoch": epoch, "start": Path(models[epoch - 1]).name,
                                 "mined_from": list(miners), "depth": depth, "clue_forms": clue_forms,
-                                "train_qids": qid_fingerprint(rest), "train_text": text_fingerprint(rest)},
+                                **training_record(rest)},
                 **train_kwargs)
         models[epoch] = str(out)
     return models

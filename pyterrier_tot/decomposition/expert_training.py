@@ -43,7 +43,7 @@ from pyterrier_tot._artifact import META_FILE, building, read_meta, write_meta
 from pyterrier_tot._util import cache_dir, is_missing, require_columns
 from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column, clues_na_as_none
-from pyterrier_tot.decomposition.protocol import qid_fingerprint, text_fingerprint
+from pyterrier_tot.decomposition.protocol import training_record
 from pyterrier_tot.models import TRAINING_FILE, BiEncoderModel
 
 #: Default hyper-parameters (CPU-sized).
@@ -384,8 +384,7 @@ def train_base_retriever(topics: pd.DataFrame, qrels: pd.DataFrame, corpus,
     BookIndex, streamed or not (only the gold books are read, by docno)."""
     pairs = build_pairs(topics, qrels, corpus, "query", doc_fields)
     # what reuse is checked against: the training queries and their text
-    meta = {"field": "+".join(doc_fields), "train_qids": qid_fingerprint(topics),
-            "train_text": text_fingerprint(topics)}
+    meta = {"field": "+".join(doc_fields), **training_record(topics)}
     return train_biencoder(pairs, output_dir, kind="base", extra_metadata=meta, **kwargs)
 
 

@@ -11,9 +11,8 @@ from pyterrier_tot.decomposition.bases import HN_DEPTH
 from pyterrier_tot.decomposition.protocol import (
     TUNING_QUERIES,
     check_trained_on,
-    qid_fingerprint,
-    text_fingerprint,
     train_data,
+    training_record,
 )
 
 #: Cross-encoder of the recipe: negatives per query, sequence lengths, steps (the CPU budget; None = 1 epoch).
@@ -64,7 +63,6 @@ def fine_tuned_cross_encoder(dataset, index=None, n_negatives: int = CE_NEGATIVE
         print(f"training the cross-encoder on {len(groups)} groups ({max_steps or 'all'} steps) into {out}")
     train_cross_encoder(groups, out, n_negatives=n_negatives, max_steps=max_steps, max_length=max_length,
                         max_query_tokens=max_query_tokens,
-                        extra_metadata={"mined_from": ["bm25", "dense zero-shot"], "train_qids": qid_fingerprint(rest),
-                                        "train_text": text_fingerprint(rest)},
+                        extra_metadata={"mined_from": ["bm25", "dense zero-shot"], **training_record(rest)},
                         **train_kwargs)
     return str(out)

@@ -126,6 +126,42 @@ def check_trained_on(path: Union[str, Path], topics: pd.DataFrame, ours: bool = 
                          "takes one)")
 
 
+def training_record(topics: pd.DataFrame) -> dict:
+    """What a model trained on ``topics`` records about them: their fingerprints (reuse is checked against them)
+    and their qids (a fit on a tuning slice checks it never learned from one of them)."""
+    return {"train_qids": qid_fingerprint(topics), "train_text": text_fingerprint(topics),
+            "train_qid_list": sorted(topics["qid"].astype(str))}
+
+
+def check_not_trained_on_slice(models: dict, dataset, n: int = TUNING_QUERIES, seed: int = TUNING_SEED) -> None:
+    """Refuse to fit weights on the tuning slice of ``dataset`` (``n`` queries drawn with ``seed``) beside a model
+    ({name: folder}) trained on some of its queries (a base trained with another tuning seed, or on the whole
+    train split): the fit would reward the model for queries it has learned, and every number after it would be
+    wrong without a sign. A model whose record has only fingerprints passes when it was trained on exactly the
+    slice's complement and otherwise warns once (it cannot be checked); a folder without a training record (a
+    model from elsewhere) is the caller's to vouch for."""
+    models = {k: v for k, v in (models or {}).items() if v}
+    if not models:
+        return
+    tuning, rest = train_data(dataset, "tuning", n, seed)[0], train_data(dataset, "rest", n, seed)[0]
+    want = set(tuning["qid"].astype(str))
+    for name, path in models.items():
+        path = as_path(path)
+        info = training_info(path) if complete_model(path) else {}
+        listed = info.get("train_qid_list")
+        if listed is not None:
+            seen = want & {str(q) for q in listed}
+            if seen:
+                raise ValueError(f"{name}: the model {path} was trained on {len(seen)} of the {len(want)} tuning "
+                                 f"queries (e.g. {sorted(seen)[:3]}); weights fitted there would favour it. Train it "
+                                 "outside the slice (the tuning seed and size it was trained with must be the fit's)")
+        elif info.get("train_qids") and info["train_qids"] != qid_fingerprint(rest) and str(path) not in _UNCHECKED:
+            _UNCHECKED.add(str(path))
+            warnings.warn(f"{name}: the model {path} was trained on other queries than the {len(rest)} outside the "
+                          "tuning slice, and its record cannot say whether they include tuning queries; if they do, "
+                          "the fitted weights favour it", stacklevel=3)
+
+
 class TrainingSet:
     """Query sets (datasets with one split, such as ``trec-tot-local/2023-train``, or ``(topics, qrels)``
     pairs) as the ``train`` split the recipe reads, for training against a corpus given separately

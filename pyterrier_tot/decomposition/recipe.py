@@ -72,6 +72,7 @@ from pyterrier_tot.decomposition.protocol import (  # noqa: F401
     TUNING_QUERIES,
     TUNING_SEED,
     as_path,
+    check_not_trained_on_slice,
     complete_model,
     qid_fingerprint,
     text_fingerprint,
@@ -143,11 +144,9 @@ def recipe_experts(index, fine_tuned: FineTuned = None,
     experts: Dict[str, pt.Transformer] = {name: base_expert(index, "dense", model=path,
                                                             precision=encoding_precision(name))
                                           for name, path in {**fts, **helpers}.items()}
-    experts["dense"] = base_expert(index, "dense")
-    experts["bm25"] = base_expert(index, "bm25")
-    experts["title"] = FieldExpert(index, "title", "dense")
-    experts["title_bm25"] = FieldExpert(index, "title", "bm25")
-    experts["plot"] = FieldExpert(index, "plot", "dense")
+    experts.update(dense=base_expert(index, "dense"), bm25=base_expert(index, "bm25"),
+                   title=FieldExpert(index, "title", "dense"), title_bm25=FieldExpert(index, "title", "bm25"),
+                   plot=FieldExpert(index, "plot", "dense"))
     if _date_acts(index):
         experts["date"] = DateExpert(index)
     names = list(fts)
@@ -157,8 +156,7 @@ def recipe_experts(index, fine_tuned: FineTuned = None,
 
 
 def _date_acts(index) -> bool:
-    """Whether the date expert can tell books apart on ``index``: on a corpus without publication years (Reddit-TOMT)
-    it scores every book alike, so the recipe leaves it out there."""
+    """Whether the date expert tells books apart on ``index`` (not on a corpus without years, e.g. Reddit-TOMT)."""
     return DateExpert.acts(index)
 
 
@@ -290,6 +288,7 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
     make them), so the experts need not run again. ``extra_experts``: as in :func:`build_pipeline`, fitted
     with the rest."""
     tuning, qrels = train_data(dataset, "tuning", n, seed)
+    check_not_trained_on_slice({**fine_tuned_models(fine_tuned), **(helpers or {})}, dataset, n, seed)
     path = _weights_path(dataset.name, index, fine_tuned, n, seed, k, expert_k, extra_experts, bags, helpers,
                          text_fingerprint(tuning))
     if path.exists() and not refit:
@@ -382,6 +381,7 @@ def fitted_learned_fuser(dataset, index, fine_tuned: FineTuned = None, n: int = 
         return LearnedFuser.load(path, list(experts.values()), neg)
     fuser = LearnedFuser(list(experts.values()), names=list(experts), negation=neg)
     tuning, qrels = train_data(dataset, "tuning", n)
+    check_not_trained_on_slice(fine_tuned_models(fine_tuned), dataset, n)
     _same_queries(feats, tuning, "fitted_learned_fuser")
     if feats is None:
         dp = build_pipeline(index, fine_tuned, k=k, expert_k=expert_k, depth=None)

@@ -37,9 +37,8 @@ from pyterrier_tot.decomposition.protocol import (
     check_trained_on,
     complete_model,
     dataset_tag,
-    qid_fingerprint,
-    text_fingerprint,
     train_data,
+    training_record,
 )
 
 #: How the recipe's cross-encoder is trained (``recipe_cross_encoder``'s defaults; ``max_steps`` None: whole
@@ -168,7 +167,7 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
                         lr=s["lr"], head_lr=s["head_lr"], batch_queries=s["batch_queries"], max_length=s["max_length"],
                         max_query_tokens=s["max_query_tokens"], max_steps=s["max_steps"], show_progress_bar=verbose,
                         extra_metadata={"mined_from": f"recipe top {s['mine_depth']}", "init": str(base_path),
-                                        "train_qids": qid_fingerprint(rest), "train_text": text_fingerprint(rest)})
+                                        **training_record(rest)})
     return str(out)
 
 
@@ -207,7 +206,7 @@ def recipe_reranker(dataset, index=None, base: Optional[str] = None, train: bool
                     kind="reranker", device=device, show_progress_bar=verbose,
                     extra_metadata={"mined_from": [f"recipe top {s['mine_depth']}"], "negatives": s["n_negatives"],
                                     "clue_forms": s["clue_forms"], "field": "title+text", "init": str(base_path),
-                                    "train_qids": qid_fingerprint(rest), "train_text": text_fingerprint(rest)})
+                                    **training_record(rest)})
     return str(out)
 
 
