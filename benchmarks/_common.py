@@ -74,6 +74,17 @@ def write_results(name: str, payload: dict, markdown: str, indent=2) -> None:
     print(f"wrote {RESULTS / (name + '.json')} and {RESULTS / (name + '.md')}")
 
 
+def parse_or_render(ap, name: str, markdown):
+    """``ap``'s arguments plus ``--render``; with ``--render``, rewrite ``results/<name>.md`` from the committed JSON
+    (:func:`rerender`) and return None, so the benchmark's ``main`` stops there."""
+    ap.add_argument("--render", action="store_true", help="rewrite the markdown from the committed JSON, run nothing")
+    args = ap.parse_args()
+    if args.render:
+        rerender(name, markdown)
+        return None
+    return args
+
+
 def rerender(name: str, markdown) -> None:
     """Rewrite ``results/<name>.md`` from the committed ``results/<name>.json`` (a benchmark's ``--render``)."""
     payload = json.loads((RESULTS / f"{name}.json").read_text())

@@ -125,10 +125,8 @@ def main():
     ap.add_argument("--lrs", type=float, nargs="+", default=[2e-5], help="mpnet learning rates tried")
     ap.add_argument("--epochs", type=int, default=2, help="epochs of each mpnet schedule (a checkpoint each)")
     ap.add_argument("--no-birco", action="store_true")
-    ap.add_argument("--render", action="store_true")
-    args = ap.parse_args()
-    if args.render:
-        _common.rerender(NAME, markdown)
+    args = _common.parse_or_render(ap, NAME, markdown)
+    if args is None:  # --render: the markdown rewritten from the committed JSON
         return
     import torch
 

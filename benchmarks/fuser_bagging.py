@@ -69,10 +69,8 @@ def main():
     ap.add_argument("--base", default=recipe.DEFAULT_BASE if isinstance(recipe.DEFAULT_BASE, str) else "mpnet")
     ap.add_argument("--splits", type=int, default=60)
     ap.add_argument("--bags", type=int, nargs="+", default=[15, 30])
-    ap.add_argument("--render", action="store_true")
-    args = ap.parse_args()
-    if args.render:
-        _common.rerender(NAME, markdown)
+    args = _common.parse_or_render(ap, NAME, markdown)
+    if args is None:  # --render: the markdown rewritten from the committed JSON
         return
     t0 = time.time()
     feats, qrels, names, floor, model = tuning_features(args.base)

@@ -57,10 +57,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--gguf", default=None, help="default: the Qwen2.5-Coder-1.5B file fetch_models.py qwen writes")
     ap.add_argument("--note", default="", help="a sentence for the results (e.g. where cached answers came from)")
-    ap.add_argument("--render", action="store_true")
-    args = ap.parse_args()
-    if args.render:
-        _common.rerender(NAME, markdown)
+    args = _common.parse_or_render(ap, NAME, markdown)
+    if args is None:  # --render: the markdown rewritten from the committed JSON
         return
     from fetch_models import qwen_gguf
     from scipy.stats import ttest_rel

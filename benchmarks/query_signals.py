@@ -124,10 +124,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--splits", type=int, default=30)
     ap.add_argument("--bags", type=int, default=recipe.FIT_BAGS)
-    ap.add_argument("--render", action="store_true")
-    args = ap.parse_args()
-    if args.render:
-        _common.rerender(NAME, markdown)
+    args = _common.parse_or_render(ap, NAME, markdown)
+    if args is None:  # --render: the markdown rewritten from the committed JSON
         return
     t0, seconds = time.time(), {}
     ds = ptt.get_dataset("reddit-tomt-books")

@@ -102,10 +102,8 @@ def markdown(p: dict) -> str:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seed", type=int, default=43, help="the training seed of the second base (default 43)")
-    ap.add_argument("--render", action="store_true")
-    args = ap.parse_args()
-    if args.render:
-        _common.rerender(NAME, markdown)
+    args = _common.parse_or_render(ap, NAME, markdown)
+    if args is None:  # --render: the markdown rewritten from the committed JSON
         return
     import torch
 
