@@ -88,22 +88,29 @@ def _fit(ds, index, key: str, fts: dict, tune, tqrels, fit: str, helpers=None) -
     (``ascent``), or as before this issue (``before``: R@5 alone, no floor); the tuning features are computed once."""
     old = fit == "before"
     bags = 0 if fit == "ascent" else recipe.FIT_BAGS
-    helpers = helpers if fit == "helpers" else None
+    helpers = helpers if fit in ("helpers", "density") else None
+    extra = _extra(index, key, fts, fit)
     before = WORK / f"weights-before-{key}"
     after = recipe._weights_path(ds.name, index, fts, recipe.TUNING_QUERIES, recipe.TUNING_SEED, recipe.BASE_K,
-                                 recipe.EXPERT_K, bags=bags, helpers=helpers,
+                                 recipe.EXPERT_K, bags=bags, helpers=helpers, extra_experts=extra,
                                  tuning_text=recipe.text_fingerprint(tune))
     path = before if old else after
     if not (path / "pt_meta.json").is_file():
-        dp0 = recipe.build_pipeline(index, fts, depth=None, helpers=helpers)
+        dp0 = recipe.build_pipeline(index, fts, depth=None, helpers=helpers, extra_experts=extra)
         t0 = time.time()
         feats = dp0.fuser.features((dp0.decomposer >> dp0.candidates)(tune))
         print(f"  tuning features {key} ({Path(next(iter(fts.values()))).name}): {time.time() - t0:.0f} s", flush=True)
         if old:
             old_weights(feats, dp0.fuser.names, tqrels, before)
         else:
-            recipe.fitted_weights(ds, index, fts, feats=feats, refit=True, bags=bags, helpers=helpers)
+            recipe.fitted_weights(ds, index, fts, feats=feats, refit=True, bags=bags, helpers=helpers,
+                                  extra_experts=extra)
     return path
+
+
+def _extra(index, key: str, fts: dict, fit: str):
+    """The density prior of the default (``fit == "density"``: ``tuned_pipeline``'s ``recipe_priors``), else None."""
+    return (recipe.recipe_priors(index, key, fts) or None) if fit == "density" else None
 
 
 def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tune=None, tqrels=None,
@@ -133,9 +140,14 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
         if same:  # one base: no 'old base' row
             plan = [plan[0], *plan[2:]]
         mine = (helpers or {}).get(key)
-        if mine:  # the default recipe now: the base's helper experts beside it (bases.HELPERS)
+        prior = bool(recipe.recipe_priors(index, key, {ename: paths["now"][0]}))
+        if mine:  # the base's helper experts beside it (bases.HELPERS)
             plan.append(("now", "helpers", recipe.DEPTH, "recipe {key} + helper(s) " + "+".join(mine)
-                         + " (the default; bagged floor fit, 1000 deep)"))
+                         + (" (bagged floor fit, 1000 deep)" if prior else
+                            " (the default; bagged floor fit, 1000 deep)")))
+        if mine and prior:  # the default recipe now: and the base's density prior (density_prior.RECIPE_PRIORS)
+            plan.append(("now", "density", recipe.DEPTH, "recipe {key} + helper(s) " + "+".join(mine)
+                         + " + density prior (the default; bagged floor fit, 1000 deep)"))
         for base_when, fit, depth, label in plan:
             path = paths[base_when][0]
             fts = {ename: path}
@@ -143,7 +155,8 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
             if tune is not None:
                 weights[wkey] = _fit(ds, index, key, fts, tune, tqrels, fit, mine)
             pipe = recipe.build_pipeline(index, fts, weights=weights[wkey], depth=depth,
-                                         helpers=mine if fit == "helpers" else None)
+                                         helpers=mine if fit in ("helpers", "density") else None,
+                                         extra_experts=_extra(index, key, fts, fit))
             name = label.format(key=key)
             k = f"{tag}-recipe-{Path(path).name}-{fit}-{Path(weights[wkey]).name}"
             runs[name] = cached(k, lambda pipe=pipe: pipe(topics), seconds, topics)

@@ -32,7 +32,7 @@ from pyterrier_tot.decomposition import (CLUE_FIELDS, CLUE_COLUMNS, YEAR_COLUMN,
                                          train_field_expert, load_clue_cache, decomposition_pipeline,
                                          DecompositionPipeline, CandidateUnion, ClueLookup, tuning_split,
                                          fine_tuned_base, tuned_pipeline, TrainingSet, tuning_data, clues_na_as_none,
-                                         NoDatesWarning, corpus_has_dates)
+                                         NoDatesWarning, corpus_has_dates, DensityPrior, book_density)
 from pyterrier_tot.covers import CoverRanker, CoverIndex, ClipModel, ClipCheckpoint, finetune_clip, CoverClipTrainer
 from pyterrier_tot.rerank import DenseReranker, ListwiseReranker, PointwiseLLMReranker
 from pyterrier_tot.submission.title_namer import TitleNamer
@@ -74,7 +74,7 @@ __all__ = [
     "RuleClueExtractor", "extract_clues", "FieldExpert", "base_expert", "DateExpert", "WeightedFuser", "FuserWeights",
     "train_biencoder", "train_base_retriever", "train_field_expert", "load_clue_cache", "decomposition_pipeline",
     "DecompositionPipeline", "CandidateUnion", "ClueLookup", "tuning_split", "fine_tuned_base", "tuned_pipeline",
-    "tuning_data", "clues_na_as_none", "NoDatesWarning", "corpus_has_dates",
+    "tuning_data", "clues_na_as_none", "NoDatesWarning", "corpus_has_dates", "DensityPrior", "book_density",
     "TrainingSet",
     # covers, rerankers
     "CoverRanker", "CoverIndex", "ClipModel", "ClipCheckpoint", "finetune_clip", "CoverClipTrainer", "DenseReranker",

@@ -48,6 +48,7 @@ STAGES = {
     "base_expert": (True, False, True),
     "DateExpert[index]": (False, False, True),
     "DateExpert[year-column]": (False, False, False),
+    "DensityPrior": (False, False, True),
     "WeightedFuser": (True, False, True),         # through its experts (here a BM25 base expert)
     "FuserWeights.fuser": (True, False, True),
     "ClueLookup": (False, False, False),
@@ -238,7 +239,7 @@ def test_unknown_docnos_can_be_scored_nan_on_request(env):
     stages = [ptt.DenseScorer(inner.query_encoder, inner.scorer, inner.known, inner.label, unknown_docnos="nan"),
               ptt.FieldExpert(env.index, "plot", "bm25", unknown_docnos="nan"),
               ptt.FieldExpert(env.index, "title", "dense", unknown_docnos="nan"),
-              ptt.DateExpert(env.index, unknown_docnos="nan")]
+              ptt.DateExpert(env.index, unknown_docnos="nan"), ptt.DensityPrior(env.index, unknown_docnos="nan")]
     for t in stages:
         with pytest.warns(UnknownDocnoWarning, match=UNKNOWN):
             out = t(res)

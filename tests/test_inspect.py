@@ -173,6 +173,7 @@ CASES = [
     Case("base_expert", "score", lambda e: ptt.base_expert(e.index, "bm25"), results),
     Case("DateExpert", "index", lambda e: ptt.DateExpert(e.index), results),
     Case("DateExpert", "year-column", lambda e: ptt.DateExpert(soft=True), results_with_text),
+    Case("DensityPrior", "score", lambda e: ptt.DensityPrior(e.index, k=2), results),
     Case("WeightedFuser", "score", lambda e: ptt.WeightedFuser(list(e.bm25_experts().values())), results),
     Case("ClueLookup", "lookup", lambda e: ptt.ClueLookup(clue_queries().drop(columns="query")), queries),
     Case("CandidateUnion", "retrieve", lambda e: ptt.CandidateUnion(

@@ -11,6 +11,7 @@ from pyterrier_tot.decomposition.clues import (
 )
 from pyterrier_tot.decomposition.date_expert import DateExpert, NoDatesWarning, corpus_has_dates
 from pyterrier_tot.decomposition.date_resolver import latest_possible_year
+from pyterrier_tot.decomposition.density_prior import DensityPrior, book_density
 from pyterrier_tot.decomposition.expert_training import (
                                                          load_clue_cache,
                                                          train_base_retriever,
@@ -33,4 +34,4 @@ __all__ = ["CLUE_FIELDS", "CLUE_COLUMNS", "FIELD_FOR_CLUE", "YEAR_COLUMN", "clue
            "WeightedFuser", "FuserWeights", "train_biencoder", "train_base_retriever", "train_field_expert",
            "load_clue_cache", "decomposition_pipeline", "DecompositionPipeline", "CandidateUnion", "ClueLookup",
            "tuning_split", "tuning_data", "fine_tuned_base", "tuned_pipeline", "TrainingSet", "clues_na_as_none",
-           "NoDatesWarning", "corpus_has_dates"]
+           "NoDatesWarning", "corpus_has_dates", "DensityPrior", "book_density"]

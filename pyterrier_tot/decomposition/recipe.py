@@ -15,7 +15,8 @@ The procedure (the numbers in ``benchmarks/results/decomposition_pipeline.md`` a
    title + text). The models are cached under ``cache_dir()/models`` and reused; a folder without a complete
    model counts as absent, one whose recorded training queries differ is refused.
 3. :func:`recipe_experts`: the fine-tuned dense bases, zero-shot dense and BM25 on the full query, dense + BM25
-   title experts and a dense plot expert on the rule clues, and the date expert. With several bases, the
+   title experts and a dense plot expert on the rule clues, and the date expert; with mpnet, its fine-tuned MiniLM
+   helper and its density prior (:mod:`~pyterrier_tot.decomposition.density_prior`). With several bases, the
    candidates are the top ``k`` of the sum of their scores.
 4. :func:`fitted_weights`: coordinate ascent over the tuning slice on the mean of R@1, R@5, R@10, R@20, R@100 and
    MRR (:data:`FIT_METRIC`), never below the base alone there (``floor``), bagged (:data:`FIT_BAGS`: the mean of
@@ -56,6 +57,7 @@ from pyterrier_tot.decomposition.bases import (  # noqa: F401  (the recipe's pub
     hard_negative_examples,
 )
 from pyterrier_tot.decomposition.date_expert import DateExpert
+from pyterrier_tot.decomposition.density_prior import recipe_priors
 from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert
 from pyterrier_tot.decomposition.mined_cross_encoder import (  # noqa: F401  (re-exported)
     CE_MAX_LENGTH,
@@ -89,13 +91,11 @@ BASE_K, EXPERT_K = 100, 50
 #: book to the hundredth (R@5 alone bought the top at the cost of recall further down), fitted with the base
 #: alone as a floor: a weight step is kept only if none of these measures falls below the base's on the slice.
 FIT_METRIC = "R@1,R@5,R@10,R@20,R@100,RR"
-#: The measures the floor holds on: every cut-off of the Recall@k curve up to the fused depth, and MRR, so that
-#: no depth of the fused ranking is fitted below the base (the objective's six measures alone let R@50 slip).
+#: The measures the floor holds on: every Recall@k cut-off up to the fused depth, and MRR (the six alone let R@50 slip).
 FLOOR_METRIC = "R@1,R@2,R@3,R@5,R@10,R@20,R@30,R@50,R@100,RR"
-#: Bootstrap resamples of the tuning slice the fuser is fitted on, their weights averaged (0: one ascent on the
-#: slice). Chosen inside the slice (60 random halves, fit on one, measured on the other; mpnet base): one ascent
-#: fell below the base somewhere on 35% of the held-out halves (at R@5 on 20%), the bagged mean on 30% (13%),
-#: with a higher mean gain; a small edge, within noise (benchmarks/results/fuser_bagging.md).
+#: Bootstrap resamples of the slice the fuser is fitted on, their weights averaged (0: one ascent). Chosen inside
+#: the slice (60 random halves, fit on one, measured on the other; mpnet): one ascent fell below the base somewhere
+#: on 35% of the held-out halves, the bagged mean on 30%, a small edge (benchmarks/results/fuser_bagging.md).
 FIT_BAGS = 30
 #: Books per query of the recipe's ranking: the fused candidates, then the rest of the base's ranking.
 DEPTH = 1000
@@ -118,13 +118,11 @@ def fine_tuned_models(fine_tuned: FineTuned) -> Dict[str, str]:
 
 
 #: The base :func:`tuned_pipeline` fine-tunes when none is named: the one we recommend. On Reddit-TOMT validation its
-#: recipe (with its helper, :data:`~pyterrier_tot.decomposition.bases.HELPERS`) has R@5 .682 / MRR .606 against
-#: MiniLM's .614 / .522 (``recipe_depth_mpnet_now.md``, bases trained as a new checkout trains them; .708 / .612 on
-#: an mpnet trained earlier in fp32 on a GPU, ``recipe_depth_mpnet.md``; MiniLM: ``recipe_depth.md``). It costs
-#: more: a 420 MB model, two epochs on two CPU cores of 28-64 minutes each in fp32 (14-32 where bf16 is native;
-#: 23 s in all on an H200) against MiniLM's ~19 for both (which the default trains too, as its helper), and about
-#: 6x the encoding time.
-#: ``make demo`` passes ``base="minilm"`` for its first run and says so.
+#: recipe (with its helper, :data:`~pyterrier_tot.decomposition.bases.HELPERS`, and its density prior) has R@5 .712 /
+#: MRR .616 against MiniLM's .614 / .522 (``recipe_depth_mpnet_now.md``: bases trained as a new checkout trains
+#: them; MiniLM: ``recipe_depth.md``). It costs more: a 420 MB model, two epochs of 28-64 minutes each on two CPU
+#: cores in fp32 (14-32 with native bf16; 23 s in all on an H200) against MiniLM's ~19 for both (which the default
+#: trains too, as its helper), and about 6x the encoding time. ``make demo`` passes ``base="minilm"`` and says so.
 DEFAULT_BASE = "mpnet"
 
 
@@ -316,26 +314,27 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
 
 def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
                    decomposer: Optional[pt.Transformer] = None, train: bool = True,
-                   k: int = BASE_K, expert_k: int = EXPERT_K, refit: bool = False,
-                   verbose: bool = True,
+                   k: int = BASE_K, expert_k: int = EXPERT_K, refit: bool = False, verbose: bool = True,
                    extra_experts: Optional[Dict[str, pt.Transformer]] = None,
-                   base: Union[str, Sequence[str]] = DEFAULT_BASE,
-                   train_settings: Optional[dict] = None, n: int = TUNING_QUERIES,
-                   depth: Optional[int] = DEPTH,
-                   helpers: Union[None, Sequence[str], Dict[str, str]] = None) -> DecompositionPipeline:
+                   base: Union[str, Sequence[str]] = DEFAULT_BASE, train_settings: Optional[dict] = None,
+                   n: int = TUNING_QUERIES, depth: Optional[int] = DEPTH,
+                   helpers: Union[None, Sequence[str], Dict[str, str]] = None, density: bool = True
+                   ) -> DecompositionPipeline:
     """The recipe's decomposition pipeline over ``dataset`` (a ToT dataset with train topics and qrels), ready to
     run: fine-tuned base(s) (``True``: get or train ``base``, one model name or a list such as
     ``["minilm", "mpnet"]``; default :data:`DEFAULT_BASE`, mpnet, which offline needs
-    ``benchmarks/fetch_models.py mpnet`` first; ``base="minilm"`` is the fast one; a path: that model;
-    {expert name: path}; ``False``/``None``: zero-shot MiniLM),
-    rule clues (or ``decomposer``), weights fitted on the tuning slice. Offline; cached after the first call.
+    ``benchmarks/fetch_models.py mpnet`` first; ``base="minilm"`` is the fast one; a path: that model; {expert
+    name: path}; ``False``/``None``: zero-shot MiniLM), rule clues (or ``decomposer``), weights fitted on the tuning
+    slice. Offline; cached after the first call.
     ``train_settings``: overrides for the base training (e.g. ``{"max_steps": 2}``; see
     :func:`~pyterrier_tot.decomposition.bases.base_settings`). ``extra_experts``: name → scorer-mode expert
     fused beside the recipe's (weights fitted on the slice too). ``n``: size of the tuning slice. ``depth``: books
     per query (default 1000, what TREC ToT measures): the fused candidates first, then the rest of the base's
     ranking; ``None`` returns the fused candidates alone (about ``k`` + a few dozen). ``helpers``: model names
     fine-tuned (trained when missing) and weighed beside the base, or {expert name: folder}; default
-    :func:`default_helpers` of ``base`` when the bases are trained here (``fine_tuned=True``), else none."""
+    :func:`default_helpers` of ``base`` when the bases are trained here (``fine_tuned=True``), else none.
+    ``density``: weigh the density prior of the base (:func:`~pyterrier_tot.decomposition.density_prior.recipe_priors`:
+    mpnet's) beside the experts; ``False`` leaves it out."""
     from pyterrier_tot.index import BookIndex
 
     index = index if index is not None else BookIndex(dataset)
@@ -347,6 +346,7 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
         helpers = fine_tuned_bases(dataset, index, helpers, train=train, verbose=verbose, n=n, role="helper") \
             if fine_tuned_models(fine_tuned) else {}  # no fine-tuned base: no helper beside the zero-shot one
     fine_tuned = fine_tuned_models(fine_tuned) or None
+    extra_experts = {**(recipe_priors(index, base, fine_tuned) if density else {}), **(extra_experts or {})} or None
     weights = fitted_weights(dataset, index, fine_tuned, n=n, k=k, expert_k=expert_k, refit=refit, verbose=False,
                              extra_experts=extra_experts, helpers=helpers or None)
     return build_pipeline(index, fine_tuned, decomposer, weights=weights, k=k, expert_k=expert_k,
