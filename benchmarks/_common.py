@@ -65,6 +65,14 @@ def machine() -> dict:
             "date": time.strftime("%Y-%m-%d %H:%M")}
 
 
+def reddit():
+    """(Reddit-TOMT, its BookIndex): the data set and index every Reddit benchmark starts from."""
+    import pyterrier_tot as ptt
+
+    ds = ptt.get_dataset("reddit-tomt-books")
+    return ds, ptt.BookIndex(ds)
+
+
 def write_results(name: str, payload: dict, markdown: str, indent=2) -> None:
     """``indent=None``: one line of JSON, for payloads with per-query columns (a number a line is megabytes)."""
     RESULTS.mkdir(parents=True, exist_ok=True)

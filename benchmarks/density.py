@@ -15,8 +15,6 @@ book by minus its mean cosine to its k nearest books in the fine-tuned mpnet bas
 """
 from __future__ import annotations
 
-import argparse
-import re
 import sys
 import time
 import warnings
@@ -25,7 +23,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402  (sets HF_HUB_OFFLINE)
 import helper_bases  # noqa: E402
-import recipe_depth  # noqa: E402
 import seed_ensemble  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
@@ -80,17 +77,6 @@ def systems(ds, index, mpnet: str, minilm: str, k, weights: dict) -> dict:
     return out
 
 
-def section(tag: str, pipes: dict, topics, qrels) -> dict:
-    seconds, runs, keys = {}, {}, {}
-    for n, (pipe, weights) in pipes.items():
-        keys[n] = f"{tag}-{re.sub(r'[^A-Za-z0-9]+', '_', n)}-{Path(str(weights)).name if weights else ''}"
-        runs[n] = _common.cached_run(WORK, keys[n], lambda p=pipe: p(topics), seconds, topics)
-    res = recipe_depth.evaluate(runs, topics, qrels, baseline=BEFORE)
-    for n in res:
-        res[n]["s/query"] = round(seconds.get(keys[n], float("nan")) / len(topics), 3)
-    return res
-
-
 def markdown(p: dict) -> str:
     sel = p["selection"]
     chosen = (f"**k = {sel['chosen_k']}** admitted" if sel["chosen_k"] else
@@ -119,10 +105,7 @@ def markdown(p: dict) -> str:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--splits", type=int, default=30)
-    ap.add_argument("--bags", type=int, default=recipe.FIT_BAGS)
-    args = _common.parse_or_render(ap, NAME, markdown)
+    args = helper_bases.halves_args(NAME, markdown)
     if args is None:  # --render: the markdown rewritten from the committed JSON
         return
     import torch
@@ -130,8 +113,7 @@ def main():
     from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
 
     t0 = time.time()
-    ds = ptt.get_dataset("reddit-tomt-books")
-    index = ptt.BookIndex(ds)
+    ds, index = _common.reddit()
     mpnet = bases.fine_tuned_base(ds, model="mpnet", train=False, index=index)
     minilm = bases.fine_tuned_base(ds, model="minilm", train=False, index=index)
     if not (mpnet and minilm):
@@ -139,14 +121,14 @@ def main():
     sel = select(index, ds, mpnet, args.splits, args.bags)
     print(helper_bases.halves_sections(sel)[0], "\nchosen k:", sel["chosen_k"])
     fitted: dict = {}
-    results = section("val", systems(ds, index, mpnet, minilm, sel["chosen_k"], fitted),
-                      ds.get_topics("validation"), ds.get_qrels("validation"))
+    results = seed_ensemble.section("val", systems(ds, index, mpnet, minilm, sel["chosen_k"], fitted),
+                                    ds.get_topics("validation"), ds.get_qrels("validation"), WORK, BEFORE)
     bds = ptt.get_dataset("birco-wtb")
     bindex = ptt.BookIndex(bds)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*empty title.*")
-        birco = section("birco", systems(None, bindex, mpnet, minilm, sel["chosen_k"], fitted),
-                        bds.get_topics("dev"), bds.get_qrels("dev"))
+        birco = seed_ensemble.section("birco", systems(None, bindex, mpnet, minilm, sel["chosen_k"], fitted),
+                                      bds.get_topics("dev"), bds.get_qrels("dev"), WORK, BEFORE)
     weights = {row: dict(zip(f.names, [round(float(w), 3) for w in f.weights]))
                for row, f in ((row, WeightedFuser.load(path)) for row, path in fitted.items())}
     payload = {"splits": args.splits, "bags": args.bags, "selection": sel,

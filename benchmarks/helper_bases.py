@@ -24,7 +24,6 @@ import pandas as pd  # noqa: E402
 import pyterrier as pt  # noqa: E402
 from fuser_bagging import OBJ, fit  # noqa: E402
 
-import pyterrier_tot as ptt  # noqa: E402
 from pyterrier_tot.decomposition import bases, recipe  # noqa: E402
 from pyterrier_tot.decomposition._fast_eval import FastEvaluator  # noqa: E402
 from pyterrier_tot.decomposition.field_expert import FieldExpert  # noqa: E402
@@ -101,15 +100,11 @@ def compare_on_halves(feats: pd.DataFrame, qrels: pd.DataFrame, variants: dict, 
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--splits", type=int, default=30)
-    ap.add_argument("--bags", type=int, default=recipe.FIT_BAGS)
-    args = _common.parse_or_render(ap, NAME, markdown)
+    args = halves_args(NAME, markdown)
     if args is None:  # --render: the markdown rewritten from the committed JSON
         return
     t0 = time.time()
-    ds = ptt.get_dataset("reddit-tomt-books")
-    index = ptt.BookIndex(ds)
+    ds, index = _common.reddit()
     feats, names, plain, helpers, extra, floor, models, feat_s = features(index, ds)
     _, qrels = recipe.tuning_data(ds)
     feats = feats.assign(qid=feats["qid"].astype(str))
@@ -125,6 +120,15 @@ def main():
                "weights_on_the_whole_slice": full, "feature_seconds": feat_s,
                "seconds": round(time.time() - t0, 1), "machine": _common.machine()}
     _common.write_results(NAME, payload, markdown(payload))
+
+
+def halves_args(name: str, markdown):
+    """The arguments of a benchmark on halves of the tuning slice (``--splits``, ``--bags``, ``--render``); None
+    after ``--render``."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--splits", type=int, default=30)
+    ap.add_argument("--bags", type=int, default=recipe.FIT_BAGS)
+    return _common.parse_or_render(ap, name, markdown)
 
 
 def halves_sections(p) -> list:

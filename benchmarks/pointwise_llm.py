@@ -67,8 +67,7 @@ def main():
     from pyterrier_tot.decomposition import recipe
 
     t0 = time.time()
-    ds = ptt.get_dataset("reddit-tomt-books")
-    index = ptt.BookIndex(ds)
+    ds, index = _common.reddit()
     tune, tqrels = recipe.tuning_data(ds)
     val, vqrels = ds.get_topics("validation"), ds.get_qrels("validation")
     tune, val = tune.head(args.tune), val.head(args.val)

@@ -21,7 +21,6 @@ Needs the tuning features of ``helper_bases.py`` (computed there when missing).
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import sys
 import time
@@ -33,7 +32,6 @@ import helper_bases  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-import pyterrier_tot as ptt  # noqa: E402
 from pyterrier_tot.decomposition import bases, recipe  # noqa: E402
 from pyterrier_tot.decomposition.protocol import train_data  # noqa: E402
 from pyterrier_tot.models import DEFAULT_MODEL, load_sentence_transformer  # noqa: E402
@@ -121,15 +119,11 @@ def add_columns(feats: pd.DataFrame, signals: dict) -> pd.DataFrame:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--splits", type=int, default=30)
-    ap.add_argument("--bags", type=int, default=recipe.FIT_BAGS)
-    args = _common.parse_or_render(ap, NAME, markdown)
+    args = helper_bases.halves_args(NAME, markdown)
     if args is None:  # --render: the markdown rewritten from the committed JSON
         return
     t0, seconds = time.time(), {}
-    ds = ptt.get_dataset("reddit-tomt-books")
-    index = ptt.BookIndex(ds)
+    ds, index = _common.reddit()
     feats, names, plain, helpers, extra, floor, models, _ = helper_bases.features(index, ds)
     tune, qrels = recipe.tuning_data(ds)
     mpnet = bases.fine_tuned_base(ds, model="mpnet", train=False, index=index)

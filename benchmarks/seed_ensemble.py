@@ -55,13 +55,13 @@ def systems(ds, index, p42: str, pseed: str, minilm: str, seed: int, weights: di
     return out
 
 
-def section(tag: str, pipes: dict, topics, qrels) -> dict:
-    """Each row's run (cached under its weights' name) and measures, tested against the default."""
+def section(tag: str, pipes: dict, topics, qrels, work: Path = WORK, baseline: str = DEFAULT) -> dict:
+    """Each row's run (cached in ``work`` under its weights' name) and measures, tested against ``baseline``."""
     seconds, runs, keys = {}, {}, {}
     for n, (pipe, weights) in pipes.items():
         keys[n] = f"{tag}-{re.sub(r'[^A-Za-z0-9]+', '_', n)}-{Path(str(weights)).name if weights else ''}"
-        runs[n] = _common.cached_run(WORK, keys[n], lambda p=pipe: p(topics), seconds, topics)
-    res = recipe_depth.evaluate(runs, topics, qrels, baseline=DEFAULT)
+        runs[n] = _common.cached_run(work, keys[n], lambda p=pipe: p(topics), seconds, topics)
+    res = recipe_depth.evaluate(runs, topics, qrels, baseline=baseline)
     for n in res:
         res[n]["s/query"] = round(seconds.get(keys[n], float("nan")) / len(topics), 3)
     return res
@@ -110,8 +110,7 @@ def main():
     from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
 
     t0 = time.time()
-    ds = ptt.get_dataset("reddit-tomt-books")
-    index = ptt.BookIndex(ds)
+    ds, index = _common.reddit()
     p42 = bases.fine_tuned_base(ds, model="mpnet", train=False, index=index)
     pseed = bases.fine_tuned_base(ds, model="mpnet", train=False, index=index, seed=args.seed)
     minilm = bases.fine_tuned_base(ds, model="minilm", train=False, index=index)
