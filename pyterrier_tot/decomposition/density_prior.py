@@ -33,6 +33,7 @@ import pyterrier as pt
 import pyterrier_alpha as pta
 
 from pyterrier_tot._util import ColumnsValueError, empty_scored, explain_columns
+from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.corpus_store import fields_tuple
 from pyterrier_tot.policy import (
     add_ranks,
@@ -68,7 +69,8 @@ def densities(vectors: np.ndarray, k: int = DENSITY_K, reference: Optional[np.nd
         raise ValueError(f"densities: need at least 2 books to compare, got {len(ref_rows)}")
     position = pd.Series(np.arange(len(ref_rows)), index=ref_rows)
     out = np.empty(len(vectors), dtype=np.float32)
-    for start in range(0, len(vectors), block):
+    starts = range(0, len(vectors), block)
+    for start in progress_bar(starts, desc="book densities", unit="block", min_items=50):  # a bar on big corpora
         rows = np.arange(start, min(start + block, len(vectors)))
         sims = vectors[rows] @ ref.T
         own = position.reindex(rows).to_numpy()
