@@ -79,7 +79,8 @@ def per_query(seconds: dict, key: str, n: int) -> float:
 
 
 def _label(settings: dict) -> str:
-    return f"lr {settings['lr']:g}, epoch {settings['epoch']} of {settings['schedule']}"
+    soup = f", soup of {settings['soup']} runs" if settings.get("soup", 1) > 1 else ""
+    return f"lr {settings['lr']:g}, epoch {settings['epoch']} of {settings['schedule']}{soup}"
 
 
 def _fit(ds, index, key: str, fts: dict, tune, tqrels, fit: str, helpers=None) -> Path:
@@ -237,6 +238,10 @@ def main():
     ap.add_argument("--train-seed", type=int, default=None,
                     help="train the base(s) with this seed instead of the default 42 (helpers keep theirs): with "
                     "--now-only, how much one training run of the default moves its numbers")
+    ap.add_argument("--soup", type=int, default=None,
+                    help="the base as the soup of this many runs (bases.base_settings' soup), e.g. the one "
+                    "benchmarks/soup_device.py installs: --soup 6 --fp32")
+    ap.add_argument("--fp32", action="store_true", help="the base as trained without bf16 autocast (a GPU's run)")
     ap.add_argument("--render", action="store_true")
     ap.add_argument("--name", default=NAME, help="the results' file stem, e.g. recipe_depth_mpnet for a run of one "
                     "base (its rows, runs cache and plot apart from the committed recipe_depth.*)")
@@ -261,10 +266,11 @@ def main():
             settings = {k: cfg[k] for k in ("lr", "epoch", "schedule", "amp")}
             if args.train_seed is not None:  # the base's training seed (its helper keeps its own)
                 settings["seed"] = args.train_seed
+            settings.update({"soup": args.soup} if args.soup else {}, **({"amp": False} if args.fp32 else {}))
             path = bases.fine_tuned_base(ds, model=key, train=args.train, index=index, **settings)
             if path is None:
                 raise SystemExit(f"no fine-tuned {key} base ({_label(cfg)}) in the cache: run with --train")
-            models[key][when] = (path, _label(cfg))
+            models[key][when] = (path, _label({**cfg, **settings}))
     helpers = {key: {bases.base_expert_name(h): bases.fine_tuned_base(ds, model=h, train=args.train, index=index)
                      for h in recipe.default_helpers(key)} for key in args.bases}
     if any(p is None for hs in helpers.values() for p in hs.values()):

@@ -62,7 +62,9 @@ LEGACY_MINILM = {"lr": 2e-5, "epoch": 1, "schedule": 1, "amp": False, "precision
 #: native_bf16`); on a CPU without AMX / AVX512-BF16 it is emulated, and encoding there was about 4x slower than
 #: fp32 (``benchmarks/results/bases.md``).
 #: Settings shared by every base (the MiniLM protocol); any of them can be overridden per call.
-COMMON = {"batch_size": 16, "max_seq_length": 256, "warmup_ratio": 0.1, "seed": 42}
+#: ``soup``: how many runs (seeds ``seed``, ``seed + 1``, ...) are averaged into the base (1: one run; see
+#: :mod:`~pyterrier_tot.decomposition.soup`).
+COMMON = {"batch_size": 16, "max_seq_length": 256, "warmup_ratio": 0.1, "seed": 42, "soup": 1}
 
 
 def _slug(model: str) -> str:
@@ -71,12 +73,14 @@ def _slug(model: str) -> str:
 
 def base_settings(model: str = "minilm", **overrides) -> dict:
     """The full training settings of base ``model`` (:data:`BASE_SETTINGS` + :data:`COMMON`), with ``overrides``
-    (``lr``, ``epoch``, ``schedule``, ``amp``, ``batch_size``, ``max_seq_length``, ``max_steps``, ...)."""
+    (``lr``, ``epoch``, ``schedule``, ``amp``, ``batch_size``, ``max_seq_length``, ``max_steps``, ``soup``, ...)."""
     cfg = {**COMMON, **BASE_SETTINGS.get(str(model).lower(), BASE_SETTINGS["minilm"]), **overrides}
     if cfg["amp"] == "auto":
         from pyterrier_tot.models import native_bf16
 
         cfg["amp"] = native_bf16()
+    if int(cfg["soup"]) < 1:
+        raise ValueError(f"base settings need soup >= 1 (the runs averaged), got soup={cfg['soup']}")
     if not 1 <= cfg["epoch"] <= cfg["schedule"]:
         raise ValueError(f"base settings need 1 <= epoch <= schedule, got epoch={cfg['epoch']}, "
                          f"schedule={cfg['schedule']}")
@@ -96,6 +100,7 @@ def base_dir(dataset, model: str = "minilm", n: int = TUNING_QUERIES, tuning_see
     extra = "".join(f"-{k}{cfg[k]}" for k in ("batch_size", "max_seq_length", "seed", "warmup_ratio")
                     if cfg[k] != COMMON[k])
     steps = f"-s{cfg['max_steps']}" if cfg.get("max_steps") else ""
+    steps += f"-soup{cfg['soup']}" if cfg["soup"] > 1 else ""
     amp = "-bf16" if cfg["amp"] else ""
     return cache_dir() / "models" / (f"base-{_slug(model)}-{tag}-train-minus-fit{n}-lr{cfg['lr']:g}{extra}{steps}"
                                      f"{amp}-e{cfg['epoch']}of{cfg['schedule']}")
@@ -137,7 +142,9 @@ def fine_tuned_base(dataset, n: int = TUNING_QUERIES, tuning_seed: int = TUNING_
     Cost on two CPU cores (1,553 Reddit-TOMT pairs, 97 steps per epoch): MiniLM about 6 to 9 minutes an epoch
     (its default two epochs took 1,111 s), mpnet 28 to 64 minutes an epoch in fp32 on two CPUs measured (14 to
     32 with ``amp`` where bf16 is native, by CPU; its default is two epochs). On a GPU it trains there: 23 s on an
-    H200."""
+    H200. ``soup=N``: N runs (seeds ``seed`` to ``seed + N - 1``, each cached as a base of its own) averaged into
+    one model (:mod:`~pyterrier_tot.decomposition.soup`), N times the training and one model's cost to use; six
+    mpnet runs took 173 s on an H100 (``benchmarks/results/soup.md``)."""
     from pyterrier_tot.decomposition import expert_training
 
     cfg = base_settings(model, **settings)
@@ -146,6 +153,14 @@ def fine_tuned_base(dataset, n: int = TUNING_QUERIES, tuning_seed: int = TUNING_
     if complete_model(out):
         check_trained_on(out, rest)
         return str(out)
+    if not train and cfg["soup"] == 1:
+        return None
+    if cfg["soup"] > 1:  # each run is a base of its own (cached, reused), then their mean
+        from pyterrier_tot.decomposition.soup import average_models
+
+        runs = [fine_tuned_base(dataset, n, tuning_seed, train=train, verbose=verbose, model=model, index=index,
+                                **{**settings, "soup": 1, "seed": cfg["seed"] + i}) for i in range(cfg["soup"])]
+        return None if None in runs else str(average_models(runs, out))
     if not train:
         return None
     if verbose:
