@@ -282,17 +282,25 @@ def install_into(out: Path, target: Path, base_model: str, res: dict, script: st
     for f in list(out.glob("w[0-9][0-9]")) + [out / "rest.tar"]:
         shutil.copy(f, tmp / f.name)
     assemble(tmp)
+    trained_on = f"{res['device']} ({script}; fp32, torch {res['torch']}), fetched as fp16 weights and stored in fp32"
+    return settle(tmp, target, base_model, trained_on, res["chosen"], **extra)
+
+
+def settle(tmp: Path, target: Path, base_model: str, trained_on: str, key: str, **extra) -> Path:
+    """The rebuilt model folder ``tmp`` renamed to ``target`` (replacing it), its records naming ``base_model``
+    (not the GPU machine's path) and, in the training record, where it was trained."""
+    import shutil
+
     for name in ("pyterrier_tot_training.json", "pt_meta.json"):
         meta = json.loads((tmp / name).read_text())
         meta["base_model"] = base_model
         if name != "pt_meta.json":
-            meta.update(extra, trained_on=f"{res['device']} ({script}; fp32, torch {res['torch']}), fetched as fp16 "
-                        "weights and stored in fp32")
+            meta.update(extra, trained_on=trained_on)
         (tmp / name).write_text(json.dumps(meta, indent=2))
     if target.exists():
         shutil.rmtree(target)
     tmp.rename(target)
-    print("installed", res["chosen"], "->", target)
+    print("installed", key, "->", target)
     return target
 
 

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from base_grid_device import _library  # noqa: E402
+from base_grid_device import _library, settle  # noqa: E402
 from base_grid_device import export as export_kit  # noqa: E402
 
 SEEDS = (42, 43, 44, 45, 46, 47)
@@ -239,8 +239,6 @@ def rebuild(fetched: Path, start: Path, target: Path) -> Path:
 def install(fetched: Path) -> Path:
     """The shipped soup as the cached mpnet base of its settings (``bases.base_dir(..., amp=False, soup=N)``: it
     trained in fp32), its records naming the hub model and the machine it trained on."""
-    import shutil
-
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import _common  # noqa: F401  (offline)
 
@@ -253,19 +251,9 @@ def install(fetched: Path) -> Path:
     target = bases.base_dir(ptt.get_dataset("reddit-tomt-books"), "mpnet", lr=SETTINGS["lr"], epoch=SETTINGS["epochs"],
                             schedule=SETTINGS["schedule_epochs"], amp=False, soup=n, seed=res["seeds"][0])
     tmp = rebuild(fetched, Path(resolve_model("mpnet")), target.with_name(target.name + ".part"))
-    for name in ("pyterrier_tot_training.json", "pt_meta.json"):
-        meta = json.loads((tmp / name).read_text())
-        meta["base_model"] = bases._hub_name("mpnet")
-        if name != "pt_meta.json":
-            meta["trained_on"] = (f"{res['device']} (benchmarks/soup_device.py; fp32, torch {res['torch']}), "
-                                  "shipped as an int8 difference from the fp16-rounded start and rebuilt in fp32")
-        (tmp / name).write_text(json.dumps(meta, indent=2))
-    if target.exists():
-        shutil.rmtree(target)
-    tmp.rename(target)
-    print("installed", res["shipped"], "->", target)
-    return target
-
+    return settle(tmp, target, bases._hub_name("mpnet"), f"{res['device']} (benchmarks/soup_device.py; fp32, torch "
+                  f"{res['torch']}), shipped as an int8 difference from the fp16-rounded start and rebuilt in fp32",
+                  res["shipped"])
 
 if __name__ == "__main__":
     cmd, *args = sys.argv[1:]
