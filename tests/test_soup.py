@@ -82,6 +82,8 @@ def test_what_cannot_be_averaged_is_refused(runs, tmp_path):
         average_models([a, odd], tmp_path / "bad")
     with pytest.raises(ValueError, match="soup >= 1"):
         bases.base_settings("minilm", soup=0)
+    with pytest.raises(ValueError, match="one run per setting"):  # never a single run in a folder named as a soup
+        bases.base_grid(TinyDataset(), "minilm", lrs=(1e-4,), epochs=1, n=4, soup=2)
 
 
 def test_fine_tuned_base_soup_trains_each_seed_once_and_averages_them(runs, index, monkeypatch):

@@ -178,6 +178,8 @@ def base_grid(dataset, model: str = "mpnet", lrs: Sequence[float] = (2e-5,), epo
     among them with :func:`choose_base`; one run per learning rate is the whole cost."""
     from pyterrier_tot.decomposition import expert_training
 
+    if base_settings(model, **settings)["soup"] > 1:
+        raise ValueError("base_grid trains one run per setting; soup= is fine_tuned_base's (it averages runs)")
     found: Dict[Tuple[float, int], str] = {}
     for lr in lrs:
         dirs = {e: base_dir(dataset, model, n, tuning_seed, **{**settings, "lr": lr, "epoch": e, "schedule": epochs})
