@@ -538,6 +538,7 @@ def main(argv=None):
              "Dense vectors are cheaply made, not MiniLM: idf-weighted sums of random 384-d word vectors of intrinsic "
              "dimension 48 (+ noise), L2-normalised. ANN recall on real MiniLM vectors will differ.",
              "Recall@100 in the extrapolation is the value measured at the largest size, not extrapolated.",
+             "GB throughout means 2^30 bytes (GiB).",
              f"Threads: {args.threads} for indexing and FAISS; BM25 retrieval single-threaded, one query at a time.",
              f"Run took {(time.time() - t_start) / 60:.1f} min; peak RSS {peak_gb:.1f} GB.",
              *(["Skipped (budget): " + "; ".join(budget.skipped)] if budget.skipped else [])]
