@@ -112,3 +112,24 @@ def test_the_recipe_weighs_the_prior_of_its_base_and_density_false_leaves_it_out
     # a user's own extra experts are kept beside it
     mine = recipe.tuned_pipeline(ds, index, extra_experts={"mine": DensityPrior(index, k=1)}, **kw)
     assert {"density", "mine"} <= set(mine.fuser.names)
+
+
+def test_a_sampled_reference_has_its_own_cache_and_leaves_the_exact_one(index):
+    lookup, vecs, _ = index.flex_index().payload()
+    docnos = [lookup.fwd[i] for i in range(len(vecs))]
+    n = len(vecs)
+    assert n > 3
+    exact = book_density(index, k=2)
+    exact_folder = index.path / next(p.name for p in index.path.iterdir() if p.name.endswith("-density-k2"))
+    stamp = (exact_folder / "density" / "density.csv.gz").stat().st_mtime_ns
+    sampled = book_density(index, k=2, reference=3, seed=7)
+    ref = np.sort(np.random.default_rng(7).choice(n, size=3, replace=False))
+    want = densities(np.asarray(vecs), k=2, reference=ref)
+    assert np.allclose(sampled.reindex(docnos).to_numpy(), want, atol=1e-6)
+    assert not np.allclose(sampled.reindex(docnos), exact.reindex(docnos))
+    assert (index.path / next(p.name for p in index.path.iterdir() if p.name.endswith("-density-k2-ref3-seed7"))
+            ).is_dir()
+    # the exact densities were neither replaced nor rebuilt; a reference above the corpus is the exact one
+    assert (exact_folder / "density" / "density.csv.gz").stat().st_mtime_ns == stamp
+    assert book_density(index, k=2, reference=n + 10, seed=3).equals(exact)
+    assert (exact_folder / "density" / "density.csv.gz").stat().st_mtime_ns == stamp

@@ -91,21 +91,25 @@ def book_density(index, model=None, k: int = DENSITY_K, fields: Sequence[str] = 
     k, reference = check_int(k, "k", "book_density"), check_int(reference, "reference", "book_density")
     flex = index.flex_index(model, fields, precision=precision)
     vec_folder = Path(flex.index_path).parent
-    settings = {"backend": "density", "vectors": vec_folder.name, "k": k, "reference": reference, "seed": seed,
+    sampled = len(index) > reference  # below it the densities are exact: reference and seed change nothing
+    settings = {"backend": "density", "vectors": vec_folder.name, "k": k,
+                "reference": reference if sampled else None, "seed": seed if sampled else None,
                 "vector_settings": art.own_meta(vec_folder, "book_index_part")}
 
     def build(target: Path) -> None:
         lookup, vecs, _ = flex.payload()
         vecs = np.asarray(vecs, dtype=np.float32)
         ref = None
-        if len(vecs) > reference:
+        if sampled and len(vecs) > reference:
             ref = np.sort(np.random.default_rng(seed).choice(len(vecs), size=reference, replace=False))
         dens = densities(vecs, k, ref)
         docnos = np.array([lookup.fwd[i] for i in range(len(vecs))], dtype=object)
         target.mkdir(parents=True, exist_ok=True)
         pd.DataFrame({"docno": docnos, "density": dens}).to_csv(target / "density.csv.gz", index=False)
 
-    where = index._ensure_part(f"{vec_folder.name}-density-k{k}", settings, "density", build)
+    # a sample has a folder of its own, so exact and sampled densities (or two samples) never replace each other
+    sub = f"{vec_folder.name}-density-k{k}" + (f"-ref{reference}-seed{seed}" if sampled else "")
+    where = index._ensure_part(sub, settings, "density", build)
     frame = pd.read_csv(Path(where) / "density.csv.gz", dtype={"docno": str})
     return pd.Series(frame["density"].to_numpy(dtype=float), index=frame["docno"].to_numpy(), name="density")
 
