@@ -1,8 +1,9 @@
 """How deep the recipe's candidates go (issue 31.2: "widen the candidate union if that is what recall needs").
 
 The default fuses the base's top ``k`` = 100 books plus the top ``expert_k`` = 50 of BM25 and the title experts
-(about 185 books a query); its R@100 (.910 on validation) is capped by that union (.914), while the base alone has
-the gold book in its top 200 for .927 of the queries. Wider variants: the base's top 200 or 300.
+(about 185 books a query); its R@100 is capped by the share of queries whose gold book that union holds, while the
+base alone finds more of them in its top 200 (both measured in ``tail_order.py``). Wider variants: the base's top
+200 or 300.
 
 1. Chosen inside the tuning slice (300 training queries; validation not read), with the protocol of
    ``helper_bases.py``: random halves; on each, every variant's fuser is fitted on one half (bagged, the base alone
@@ -55,7 +56,11 @@ def variant_features(ds, index, k: int, expert_k: int, fts, helpers, priors) -> 
     """The tuning slice's candidates of one variant with one min-max column per expert (cached); the recipe's
     weights of that variant are fitted from them on the whole slice (and cached as tuned_pipeline finds them)."""
     tune, _ = recipe.tuning_data(ds)
-    f = WORK / f"tuning-k{k}-e{expert_k}-{recipe.text_fingerprint(tune)[:10]}.pkl"
+    # keyed as the fitted weights are (models' fingerprints, helpers, prior, k, expert_k, tuning text): features of
+    # a retrained base are never reused, nor weights fitted on them saved under the new model's key
+    key = recipe._weights_path(ds.name, index, fts, recipe.TUNING_QUERIES, recipe.TUNING_SEED, k, expert_k, priors,
+                               recipe.FIT_BAGS, helpers, recipe.text_fingerprint(tune)).name
+    f = WORK / f"tuning-k{k}-e{expert_k}-{key}.pkl"
     dp = recipe.build_pipeline(index, fts, k=k, expert_k=expert_k, extra_experts=priors, helpers=helpers, depth=None)
     if not f.is_file():
         WORK.mkdir(parents=True, exist_ok=True)
@@ -113,10 +118,12 @@ def validation(ds, index) -> dict:
         {"query_id": str, "doc_id": str})
     qids = sorted(topics["qid"].astype(str))
     measures = [parse_measure(m) for m in VAL_MEASURES]
-    seconds, per = {}, {}
+    seconds, per, keys = {}, {}, {}
     for v, (k, ek) in VARIANTS.items():
         pipe = recipe.tuned_pipeline(ds, index, train=False, verbose=False, k=k, expert_k=ek)
-        run = _common.cached_run(WORK, f"val-k{k}-e{ek}", lambda p=pipe: p(topics), seconds, topics)
+        key = f"val-k{k}-e{ek}-{Path(pipe.weights_path).name}"  # another fit of the weights: another run
+        run = _common.cached_run(WORK, key, lambda p=pipe: p(topics), seconds, topics)
+        keys[v] = key
         got = {str(m): dict.fromkeys(qids, 0.0) for m in measures}
         for m in ir_measures.iter_calc(measures, q, run.rename(columns={"qid": "query_id", "docno": "doc_id"})):
             got[str(m.measure)][m.query_id] = m.value
@@ -128,7 +135,7 @@ def validation(ds, index) -> dict:
             diff = pq[m] - per[DEFAULT][m]
             row[f"{m} up/down"] = f"{int((diff > 0).sum())}/{int((diff < 0).sum())}"
             row[f"p {m}"] = float(ttest_rel(pq[m], per[DEFAULT][m]).pvalue) if diff.any() else 1.0
-        row["s/query"] = seconds[f"val-k{VARIANTS[v][0]}-e{VARIANTS[v][1]}"] / len(qids)
+        row["s/query"] = seconds[keys[v]] / len(qids)
         out[v] = row
     return out
 
