@@ -49,13 +49,13 @@ def combsum(a: pd.DataFrame, b: pd.DataFrame, w: float) -> pd.DataFrame:
     return pt.model.add_ranks(m.assign(score=m["score_a"] + w * m["score_b"])[["qid", "docno", "score"]])
 
 
-def recall(run: pd.DataFrame, qrels: pd.DataFrame, cuts=CUTS) -> dict:
+def ir_measures_recall(run: pd.DataFrame, qrels: pd.DataFrame, cuts=CUTS) -> dict:
     got = ir_measures.calc_aggregate([R @ c for c in cuts], qrels,
                                      run.rename(columns={"qid": "query_id", "docno": "doc_id"}))
     return {f"R@{c}": float(got[R @ c]) for c in cuts}
 
 
-def held(run: pd.DataFrame, qrels: pd.DataFrame, qids) -> float:
+def share_with_gold(run: pd.DataFrame, qrels: pd.DataFrame, qids) -> float:
     """Share of ``qids`` whose gold book appears anywhere in ``run``."""
     gold = qrels[qrels["relevance"] > 0][["query_id", "doc_id"]].rename(columns={"query_id": "qid", "doc_id": "docno"})
     return float(run[["qid", "docno"]].merge(gold, on=["qid", "docno"])["qid"].nunique() / len(qids))
@@ -109,11 +109,11 @@ def main():
                       "RRF(base, helper)": rrf([base, helper], [1, 1]),
                       **{f"RRF(base, BM25) {w}:1": rrf([base, bm], [w, 1]) for w in (1, 2, 4)},
                       **{f"minmax base + {w} * minmax BM25": combsum(base, bm, w) for w in (0.1, 0.2, 0.3, 0.5)}}
-        tails[split] = {n: recall(fill_to_depth(runs["fused"], t, 1000, keep=dp.candidates.k), q)
+        tails[split] = {n: ir_measures_recall(fill_to_depth(runs["fused"], t, 1000, keep=dp.candidates.k), q)
                         for n, t in candidates.items()}
-        coverage[split] = {"queries": len(qids), "union": held(runs["fused"], q, qids),
+        coverage[split] = {"queries": len(qids), "union": share_with_gold(runs["fused"], q, qids),
                            "union_rows": len(runs["fused"]) / len(qids),
-                           **{f"base@{c}": held(base[base["rank"] < c], q, qids) for c in (100, 200, 1000)}}
+                           **{f"base@{c}": share_with_gold(base[base["rank"] < c], q, qids) for c in (100, 200, 1000)}}
     ref = tails["tuning"][BASE_TAIL]
     better = [n for n, r in tails["tuning"].items() if n != BASE_TAIL and r["R@1000"] > ref["R@1000"]
               and all(r[f"R@{c}"] >= ref[f"R@{c}"] for c in CUTS if c >= 200)]

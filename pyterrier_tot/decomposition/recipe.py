@@ -284,8 +284,7 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
     ``fine_tuned``: a model folder or {expert name: folder}. ``feats``: the tuning slice's candidates with one
     min-max, neutral-0 column per expert (as :meth:`WeightedFuser.features` or :meth:`LearnedFuser.features`
     make them), so the experts need not run again. ``extra_experts``: as in :func:`build_pipeline`, fitted
-    with the rest. ``n`` and ``seed`` draw the tuning slice (``seed`` is the slice's seed, what
-    :func:`~pyterrier_tot.decomposition.bases.fine_tuned_base` calls ``tuning_seed``; not a training seed)."""
+    with the rest. ``n`` and ``seed`` draw the tuning slice (``seed``: a slice seed, not a training seed)."""
     tuning, qrels = train_data(dataset, "tuning", n, seed)
     check_not_trained_on_slice({**fine_tuned_models(fine_tuned), **(helpers or {})}, dataset, n, seed)
     path = _weights_path(dataset.name, index, fine_tuned, n, seed, k, expert_k, extra_experts, bags, helpers,
