@@ -222,8 +222,10 @@ class BookIndex(BookCorpus, ToTArtifact):
                 found = None
             if _with_defaults(found) == want:  # 0.1 kept the PISA index in the sub-folder itself
                 return (folder if settings["backend"] == "pisa" else folder / filename), True
-        if folder.exists() and warn:
-            warnings.warn(f"index {folder} was built for another corpus or settings; rebuilding it",
+        if folder.exists() and warn:  # name what differs: a changed setting should not read like a wrong corpus
+            diff = sorted(k for k in {**want, **(found or {})} if (found or {}).get(k) != want.get(k))
+            why = f"{', '.join(diff)} differ" if found else "no readable record of what it holds"
+            warnings.warn(f"index {folder} was built for another corpus or settings ({why}); rebuilding it",
                           stacklevel=4)
         return folder / filename, False
 

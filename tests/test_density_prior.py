@@ -133,3 +133,13 @@ def test_a_sampled_reference_has_its_own_cache_and_leaves_the_exact_one(index):
     assert (exact_folder / "density" / "density.csv.gz").stat().st_mtime_ns == stamp
     assert book_density(index, k=2, reference=n + 10, seed=3).equals(exact)
     assert (exact_folder / "density" / "density.csv.gz").stat().st_mtime_ns == stamp
+
+
+def test_the_prior_takes_the_sample_and_names_it_only_where_it_is_drawn(index):
+    n = len(index)
+    sampled = DensityPrior(index, k=2, reference=3, seed=7)
+    assert sampled.density().equals(book_density(index, k=2, reference=3, seed=7))
+    assert repr(sampled).endswith(", reference=3, seed=7)")
+    # below the corpus size the sample is the whole corpus: the repr (part of the recipe's weights key) is unchanged
+    assert repr(DensityPrior(index, k=2, reference=n + 1, seed=9)) == repr(DensityPrior(index, k=2))
+    assert "reference" not in repr(DensityPrior(index, k=2))

@@ -123,10 +123,13 @@ class DensityPrior(pt.Transformer):
     :param fields: the book fields the vectors encode (the base retriever's, title + text)
     :param precision: the vectors' encoding precision, as in ``BookIndex.dense``
     :param unknown_docnos: a docno not in the index: ``"raise"`` (default) or ``"nan"`` (NaN, with a warning)
+    :param reference: above this many books, densities are measured against a random sample of this many
+    :param seed: the seed of that sample
     """
 
     def __init__(self, index, model=None, k: int = DENSITY_K, fields: Sequence[str] = ("title", "text"),
-                 precision: Optional[str] = None, unknown_docnos: str = "raise"):
+                 precision: Optional[str] = None, unknown_docnos: str = "raise", reference: int = REFERENCE_BOOKS,
+                 seed: int = 0):
         check_index(index, "DensityPrior")
         self.index = index
         self.model = model
@@ -134,12 +137,14 @@ class DensityPrior(pt.Transformer):
         self.fields = fields_tuple(fields)
         self.precision = precision
         self.unknown_docnos = check_unknown_docnos_arg(unknown_docnos)
+        self.reference, self.seed = check_int(reference, "reference", "DensityPrior"), int(seed)
         self._density: Optional[pd.Series] = None
 
     def density(self) -> pd.Series:
         """The books' densities (computed or read from the index folder on first use)."""
         if self._density is None:
-            self._density = book_density(self.index, self.model, self.k, self.fields, self.precision)
+            self._density = book_density(self.index, self.model, self.k, self.fields, self.precision,
+                                         self.reference, self.seed)
         return self._density
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
@@ -158,7 +163,9 @@ class DensityPrior(pt.Transformer):
     def __repr__(self):
         name = Path(str(self.model)).name if self.model is not None else "all-MiniLM-L6-v2"
         prec = "" if self.precision in (None, "fp32") else f", precision={self.precision!r}"
-        return f"DensityPrior({name}, k={self.k}, fields={'+'.join(self.fields)}{prec})"
+        # the sample is named only where it is drawn (a corpus above ``reference``): elsewhere it changes nothing
+        ref = f", reference={self.reference}, seed={self.seed}" if len(self.index) > self.reference else ""
+        return f"DensityPrior({name}, k={self.k}, fields={'+'.join(self.fields)}{prec}{ref})"
 
 
 def recipe_priors(index, base: Union[str, Sequence[str]],
