@@ -24,9 +24,9 @@ from pathlib import Path
 import ir_measures
 import pandas as pd
 import pyterrier as pt
-from _common import WORK, cached_run, md_table, parse_or_render, reddit, write_results
+from _common import WORK, cached_run, md_table, parse_or_render, write_results
 from ir_measures import RR, R
-from tail_order import BASE_TAIL, CUTS, ir_measures_recall
+from tail_order import BASE_TAIL, CUTS, choose_tail, ir_measures_recall, the_default_and_splits
 
 NAME = "dense_prf"
 GRID = [(k, beta) for k in (3, 5, 10, 20) for beta in (0.1, 0.3, 0.5, 1.0)]
@@ -61,22 +61,14 @@ def main():
         return
     from pyterrier_dr import VectorPrf
 
-    from pyterrier_tot.decomposition import recipe
     from pyterrier_tot.decomposition.pipeline import fill_to_depth
 
     t0 = time.time()
-    ds, index = reddit()
-    dp = recipe.tuned_pipeline(ds, index, train=False, verbose=False)
-    key = Path(dp.weights_path).name
+    dp, key, splits = the_default_and_splits()
     dense = dp.experts["dense_ft_mpnet"].retriever(1000).retriever  # the base's encoder and FlexIndex retriever
     flex = dense.retriever.flex_index
-    tuning, tq = recipe.train_data(ds, "tuning", recipe.TUNING_QUERIES, recipe.TUNING_SEED)
-    splits = {"tuning": (tuning, tq), "validation": (ds.get_topics("validation"), ds.get_qrels("validation"))}
     seconds, alone_rows, tails, queries = {}, {}, {}, {}
-    for split, (topics, qrels) in splits.items():
-        topics = topics.astype({"qid": str})
-        q = qrels.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"}).astype(
-            {"query_id": str, "doc_id": str})
+    for split, (topics, q) in splits.items():
         first = {}  # the first search with its vectors, made once a split and only when a run is not cached
 
         def feedback(k, beta, topics=topics, first=first):
@@ -96,10 +88,7 @@ def main():
         tails[split] = {n: ir_measures_recall(fill_to_depth(fused, r, 1000, keep=dp.candidates.k), q, CUTS)
                         for n, r in runs.items()}
         queries[split] = len(topics)
-    ref = tails["tuning"][BASE_TAIL]
-    better = [n for n, r in tails["tuning"].items() if n != BASE_TAIL and r["R@1000"] > ref["R@1000"]
-              and all(r[f"R@{c}"] >= ref[f"R@{c}"] for c in CUTS if c >= 200)]
-    chosen = max(better, key=lambda n: tails["tuning"][n]["R@1000"]) if better else BASE_TAIL
+    chosen = choose_tail(tails["tuning"])
     payload = {"base": Path(str(dp.experts["dense_ft_mpnet"].model)).name, "keep": dp.candidates.k, "weights": key,
                "chosen": chosen, "alone": alone_rows, "tails": tails, "queries": queries, "run_seconds": seconds,
                "seconds": time.time() - t0}

@@ -61,6 +61,32 @@ def share_with_gold(run: pd.DataFrame, qrels: pd.DataFrame, qids) -> float:
     return float(run[["qid", "docno"]].merge(gold, on=["qid", "docno"])["qid"].nunique() / len(qids))
 
 
+def the_default_and_splits():
+    """(the default recipe's DecompositionPipeline, its weights' folder name, {split: (topics, ir_measures qrels)})
+    for the tuning slice and validation: where a tail is chosen and where it is only reported."""
+    from pyterrier_tot.decomposition import recipe
+
+    ds, index = reddit()
+    dp = recipe.tuned_pipeline(ds, index, train=False, verbose=False)
+    tuning, tq = recipe.train_data(ds, "tuning", recipe.TUNING_QUERIES, recipe.TUNING_SEED)
+    splits = {}
+    for split, (topics, qrels) in {"tuning": (tuning, tq),
+                                   "validation": (ds.get_topics("validation"), ds.get_qrels("validation"))}.items():
+        splits[split] = (topics.astype({"qid": str}), qrels.rename(
+            columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"}).astype(
+            {"query_id": str, "doc_id": str}))
+    return dp, Path(dp.weights_path).name, splits
+
+
+def choose_tail(tuning_tails: dict) -> str:
+    """The rule fixed before the run: a tail replaces the base's own only if, on the tuning slice, it is at or above
+    it at every R@k from 200 to 1000 and above it at R@1000 (the best such tail at R@1000)."""
+    ref = tuning_tails[BASE_TAIL]
+    better = [n for n, r in tuning_tails.items() if n != BASE_TAIL and r["R@1000"] > ref["R@1000"]
+              and all(r[f"R@{c}"] >= ref[f"R@{c}"] for c in CUTS if c >= 200)]
+    return max(better, key=lambda n: tuning_tails[n]["R@1000"]) if better else BASE_TAIL
+
+
 def markdown(p: dict) -> str:
     lines = ["# What fills the recipe's ranking below its fused top k, and what caps R@100", "",
              f"The default recipe (`tuned_pipeline(ds)`) ranks its fused candidates' top {p['k']} and continues "
@@ -87,21 +113,14 @@ def main():
     from pyterrier_tot.decomposition.pipeline import fill_to_depth
 
     t0 = time.time()
-    ds, index = reddit()
-    dp = recipe.tuned_pipeline(ds, index, train=False, verbose=False)
-    key = Path(dp.weights_path).name
-    tuning, tq = recipe.train_data(ds, "tuning", recipe.TUNING_QUERIES, recipe.TUNING_SEED)
-    splits = {"tuning": (tuning, tq), "validation": (ds.get_topics("validation"), ds.get_qrels("validation"))}
+    dp, key, splits = the_default_and_splits()
     retrievers = {"fused": dp.pipeline, "base": dp.tail, "bm25": dp.experts["bm25"].retriever(1000),
                   "helper": dp.experts["dense_ft"].retriever(1000),
                   "sum": recipe.candidate_base(dp.experts, ["dense_ft_mpnet", "dense_ft"], 1000)}
     seconds, tails, coverage = {}, {}, {}
-    for split, (topics, qrels) in splits.items():
-        topics = topics.astype({"qid": str})
+    for split, (topics, q) in splits.items():
         runs = {n: pt.model.add_ranks(cached_run(WORK / NAME, f"{split}-{n}-{key}", lambda r=r, t=topics: r(t),
                                                  seconds, topics)) for n, r in retrievers.items()}
-        q = qrels.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"}).astype(
-            {"query_id": str, "doc_id": str})
         qids = sorted(topics["qid"])
         base, bm, helper = runs["base"], runs["bm25"], runs["helper"]
         candidates = {BASE_TAIL: base, "the MiniLM helper's ranking": helper,
@@ -114,10 +133,7 @@ def main():
         coverage[split] = {"queries": len(qids), "union": share_with_gold(runs["fused"], q, qids),
                            "union_rows": len(runs["fused"]) / len(qids),
                            **{f"base@{c}": share_with_gold(base[base["rank"] < c], q, qids) for c in (100, 200, 1000)}}
-    ref = tails["tuning"][BASE_TAIL]
-    better = [n for n, r in tails["tuning"].items() if n != BASE_TAIL and r["R@1000"] > ref["R@1000"]
-              and all(r[f"R@{c}"] >= ref[f"R@{c}"] for c in CUTS if c >= 200)]
-    chosen = max(better, key=lambda n: tails["tuning"][n]["R@1000"]) if better else BASE_TAIL
+    chosen = choose_tail(tails["tuning"])
     write_results(NAME, {"k": dp.candidates.k, "weights": key, "chosen": chosen, "tails": tails,
                          "coverage": coverage, "run_seconds": seconds, "seconds": time.time() - t0},
                   markdown({"k": dp.candidates.k, "chosen": chosen, "tails": tails, "coverage": coverage,
