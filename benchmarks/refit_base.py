@@ -92,7 +92,8 @@ def decide(val: dict) -> str:
     out = []
     for name in (n for n in val if n.startswith("the default recipe, base")):
         row = val[name]
-        gains = all(row[c] > val["the default recipe"][c] and (row["tests"][c][0] or 1) < 0.05 for c in ("R@5", "MRR"))
+        gains = all(row[c] > val["the default recipe"][c] and row["tests"][c][0] is not None
+                    and row["tests"][c][0] < 0.05 for c in ("R@5", "MRR"))
         below = [c for c in COLS if row[c] < val[row["vs base"]][c] - 1e-9]
         if gains and not below:
             out.append(f"{name}: becomes the default (R@5 and MRR up with p < .05, nowhere below its base)")
@@ -132,9 +133,10 @@ def markdown(p: dict) -> str:
                                    "here)")):
         if p.get(split):
             lines += [f"## {label}", "", _table(p[split]), ""]
-    t = p.get("training", {})
+    t, h = p.get("training", {}), p.get("helper_training") or {}
     lines += [f"Training of the refitted base: {t.get('steps')} steps, {t.get('seconds')} s, bf16 autocast "
-              f"{bool(t.get('amp'))} (native bf16 on this machine: {p['native_bf16']}).",
+              f"{bool(t.get('amp'))} (native bf16 on this machine: {p['native_bf16']})"
+              + (f"; of the refitted MiniLM helper: {h.get('steps')} steps, {h.get('seconds')} s." if h else "."),
               f"Total {p['seconds']:.0f} s on two CPU cores. Re-render: `python benchmarks/refit_base.py --render`.",
               ""]
     return "\n".join(lines)
@@ -169,8 +171,10 @@ def main():
             bplan = systems(ds, bindex, False, args.helper, weights=plan["weights_path"])
             payload["birco"] = section(bplan, bds.get_topics("dev"), bds.get_qrels("dev"), "birco")
             payload["n"]["birco"] = len(bds.get_topics("dev"))
-    payload["training"] = {k: v for k, v in training_info(bases.fine_tuned_base(ds, n=0, model="mpnet")).items()
-                           if k in ("steps", "seconds", "amp", "epochs", "lr", "device")}
+    for key, model in (("training", "mpnet"), ("helper_training", "minilm")):  # the refitted models' own records
+        path = bases.fine_tuned_base(ds, n=0, model=model, train=False)
+        payload[key] = {k: v for k, v in (training_info(path) if path else {}).items()
+                        if k in ("steps", "seconds", "amp", "epochs", "lr", "device")}
     payload["seconds"] = time.time() - t0
     write_results(NAME, payload, markdown(payload))
 

@@ -207,3 +207,13 @@ def file_lock(path: Union[str, Path], timeout: Optional[float] = None, what: Opt
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def differing(found, want: dict) -> str:
+    """What differs between a stored record (``found``: a dict, or anything unreadable) and ``want``, for a rebuild
+    warning: the keys whose values differ, a key present on one side only counting as different."""
+    if not isinstance(found, dict) or not found:
+        return "no readable record of what it holds"
+    gone = object()
+    keys = sorted(k for k in {**want, **found} if found.get(k, gone) != want.get(k, gone))
+    return f"differing: {', '.join(keys)}" if keys else "its settings differ"

@@ -31,7 +31,7 @@ from pyterrier_tot import _artifact as art
 from pyterrier_tot import corpus_store as cs
 from pyterrier_tot._artifact import META_FILE, ToTArtifact, own_meta, read_meta, write_meta
 from pyterrier_tot._fingerprint import fingerprint_setting, recorded_before_fingerprints
-from pyterrier_tot._util import cache_dir
+from pyterrier_tot._util import cache_dir, differing
 from pyterrier_tot.corpus_store import CORPUS_FILE, BookCorpus, FieldsArg
 from pyterrier_tot.corpus_store import book_frame as _book_frame
 from pyterrier_tot.corpus_store import fields_tuple as _fields_tuple
@@ -223,8 +223,7 @@ class BookIndex(BookCorpus, ToTArtifact):
             if _with_defaults(found) == want:  # 0.1 kept the PISA index in the sub-folder itself
                 return (folder if settings["backend"] == "pisa" else folder / filename), True
         if folder.exists() and warn:  # name what differs: a changed setting should not read like a wrong corpus
-            diff = sorted(k for k in {**want, **(found or {})} if (found or {}).get(k) != want.get(k))
-            why = f"{', '.join(diff)} differ" if found else "no readable record of what it holds"
+            why = differing(_with_defaults(found), want)
             warnings.warn(f"index {folder} was built for another corpus or settings ({why}); rebuilding it",
                           stacklevel=4)
         return folder / filename, False

@@ -124,3 +124,15 @@ def test_a_damaged_folder_names_itself_and_the_fix(tiny_frame, tmp_path, monkeyp
         again = ptt.BookIndex(tiny_frame)
     assert len(again.bm25()(_q(("1", "dragon")))) > 0
     assert ptt.BookIndex(cached.path).fingerprint == again.fingerprint
+
+
+def test_a_rebuild_warning_names_what_differs_and_never_fails_on_a_strange_record():
+    from pyterrier_tot._util import differing
+
+    want = {"backend": "flex", "precision": "bf16", "max_chars": None}
+    assert differing({"backend": "flex", "precision": "fp32", "max_chars": None}, want) == "differing: precision"
+    # a key present on one side only differs, even when the other side holds None
+    assert differing({"backend": "flex", "precision": "bf16"}, want) == "differing: max_chars"
+    for strange in (None, [], ["a", "list"], "text", {}):
+        assert differing(strange, want) == "no readable record of what it holds"
+    assert differing(dict(want), want) == "its settings differ"

@@ -135,7 +135,9 @@ def test_a_sampled_reference_has_its_own_cache_and_leaves_the_exact_one(index):
     assert (exact_folder / "density" / "density.csv.gz").stat().st_mtime_ns == stamp
 
 
-def test_the_prior_takes_the_sample_and_names_it_only_where_it_is_drawn(index):
+def test_the_prior_takes_the_sample_and_names_it_only_where_it_is_drawn(index, monkeypatch):
+    from pyterrier_tot.decomposition import density_prior
+
     n = len(index)
     sampled = DensityPrior(index, k=2, reference=3, seed=7)
     assert sampled.density().equals(book_density(index, k=2, reference=3, seed=7))
@@ -143,3 +145,9 @@ def test_the_prior_takes_the_sample_and_names_it_only_where_it_is_drawn(index):
     # below the corpus size the sample is the whole corpus: the repr (part of the recipe's weights key) is unchanged
     assert repr(DensityPrior(index, k=2, reference=n + 1, seed=9)) == repr(DensityPrior(index, k=2))
     assert "reference" not in repr(DensityPrior(index, k=2))
+    with pytest.raises(ValueError, match="seed"):
+        DensityPrior(index, seed=-1)
+    # the default sample of a large corpus is not named either (weights fitted with it keep their key)
+    monkeypatch.setattr(density_prior, "REFERENCE_BOOKS", 3)
+    assert "reference" not in repr(DensityPrior(index, k=2, reference=3, seed=0))
+    assert repr(DensityPrior(index, k=2, reference=3, seed=1)).endswith(", reference=3, seed=1)")

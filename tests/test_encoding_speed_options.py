@@ -89,7 +89,7 @@ def test_bf16_index_is_not_reused_as_fp32(index):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         again = index.flex_index(precision="bf16")
-    assert any("(precision differ); rebuilding" in str(w.message) for w in caught)
+    assert any("(differing: precision); rebuilding" in str(w.message) for w in caught)
     assert _part_meta(again)["precision"] == "bf16"
     assert index.flex_index().index_path == f32.index_path
 

@@ -137,7 +137,8 @@ class DensityPrior(pt.Transformer):
         self.fields = fields_tuple(fields)
         self.precision = precision
         self.unknown_docnos = check_unknown_docnos_arg(unknown_docnos)
-        self.reference, self.seed = check_int(reference, "reference", "DensityPrior"), int(seed)
+        self.reference = check_int(reference, "reference", "DensityPrior")
+        self.seed = check_int(seed, "seed", "DensityPrior", minimum=0)
         self._density: Optional[pd.Series] = None
 
     def density(self) -> pd.Series:
@@ -163,8 +164,10 @@ class DensityPrior(pt.Transformer):
     def __repr__(self):
         name = Path(str(self.model)).name if self.model is not None else "all-MiniLM-L6-v2"
         prec = "" if self.precision in (None, "fp32") else f", precision={self.precision!r}"
-        # the sample is named only where it is drawn (a corpus above ``reference``): elsewhere it changes nothing
-        ref = f", reference={self.reference}, seed={self.seed}" if len(self.index) > self.reference else ""
+        # named only where a sample is drawn (a corpus above ``reference``) and it is not the default one: the repr
+        # is part of the recipe's weights key, and weights fitted with the default sample stay valid
+        other = (self.reference, self.seed) != (REFERENCE_BOOKS, 0) and len(self.index) > self.reference
+        ref = f", reference={self.reference}, seed={self.seed}" if other else ""
         return f"DensityPrior({name}, k={self.k}, fields={'+'.join(self.fields)}{prec}{ref})"
 
 
