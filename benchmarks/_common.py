@@ -1,6 +1,7 @@
 """Plumbing shared by the benchmark scripts: result folders, timing, JSON + markdown output."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -58,6 +59,16 @@ def cached_run(work: Path, key: str, make, seconds: dict, topics: Optional[pd.Da
         texts.write_text(want)
     print(f"  {key}: {seconds[key]:.0f} s", flush=True)
     return run
+
+
+def pipeline_key(prefix: str, pipe) -> str:
+    """A run-cache key for ``pipe``'s runs: ``prefix``, its fitted weights' folder name (which names the models and
+    the tuning queries they were fitted on) and a hash of its repr (its stages, depth and tail), so a refitted,
+    retrained or deepened pipeline is never read from an older pipeline's cached run."""
+
+    weights = getattr(pipe, "weights_path", None)
+    digest = hashlib.sha1(repr(pipe).encode()).hexdigest()[:8]
+    return f"{prefix}-{Path(weights).name if weights else 'unsaved'}-{digest}"
 
 
 def machine() -> dict:

@@ -75,7 +75,8 @@ def main():
               "validation": (val, vqrels[vqrels["qid"].isin(val["qid"])])}
     pipe = recipe.tuned_pipeline(ds, index, base=args.base)   # mpnet: the default (with its helper), 1000 deep
     seconds: dict = {}
-    runs = {s: _common.cached_run(WORK, f"recipe-{args.base}-{s}-{len(t)}", lambda t=t: pipe(t), seconds, t)
+    runs = {s: _common.cached_run(WORK, _common.pipeline_key(f"recipe-{args.base}-{s}-{len(t)}", pipe),
+                                  lambda t=t: pipe(t), seconds, t)
             for s, (t, _) in splits.items()}
     gguf = Path(args.gguf) if args.gguf else qwen_gguf()
     scores, judged, llm_seconds = {}, {}, {}

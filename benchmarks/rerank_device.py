@@ -35,10 +35,13 @@ KS = (10, 20, 50, 100)
 ALPHAS = tuple(round(a / 10, 1) for a in range(11))
 
 
-def _recipe_key(split: str, weights) -> str:
-    """The cache key of the default recipe's run of ``split``: its fitted weights' file names the models and the
-    tuning queries they were fitted on, so a refitted or retrained recipe is never read from an older run."""
-    return f"recipe-{split}-{Path(weights).stem}"
+def _recipe_key(split: str, pipe) -> str:
+    """The cache key of the default recipe's run of ``split`` (read by second_stage_device.py too): its fitted
+    weights name the models and the tuning queries they were fitted on, its repr the stages and depth, so a
+    refitted, retrained or deepened recipe is never read from an older run."""
+    import _common
+
+    return _common.pipeline_key(f"recipe-{split}", pipe)
 
 
 def _default(ds, index) -> tuple:
@@ -51,13 +54,13 @@ def _default(ds, index) -> tuple:
     return fine, helpers, recipe.fitted_weights(ds, index, fine, helpers=helpers)
 
 
-def _runs(ds, index, pipe, splits: dict, seconds: dict, weights) -> dict:
+def _runs(ds, index, pipe, splits: dict, seconds: dict) -> dict:
     import _common
 
     work = _common.WORK / "rerank_device"
     out = {}
     for name, (topics, _) in splits.items():
-        run = _common.cached_run(work, _recipe_key(name, weights), lambda t=topics: pipe(t), seconds, topics)
+        run = _common.cached_run(work, _recipe_key(name, pipe), lambda t=topics: pipe(t), seconds, topics)
         run = run.sort_values(["qid", "score"], ascending=[True, False], kind="stable")
         out[name] = run[run.groupby("qid").cumcount() < KEEP]
     return out
@@ -77,7 +80,7 @@ def export(kit: Path) -> None:
     splits = {"rest": recipe.train_data(ds, "rest"), "tuning": recipe.train_data(ds, "tuning"),
               "validation": (ds.get_topics("validation"), ds.get_qrels("validation"))}
     seconds: dict = {}
-    runs = _runs(ds, index, pipe, splits, seconds, _default(ds, index)[2])
+    runs = _runs(ds, index, pipe, splits, seconds)
     data = {"corpus": index.corpus[["docno", "title", "text"]].fillna("").astype(str).to_dict("records"),
             "clue_forms": clue_form_queries(ptt.RuleClueExtractor()(splits["rest"][0])).to_dict("records"),
             "pipeline": repr(pipe), "seconds": seconds,
@@ -415,7 +418,7 @@ def evaluate(out: Path) -> None:
     tables = {}
     for tag, (idx, topics, qrels) in sets.items():
         pipe = recipe.build_pipeline(idx, fine, weights=weights, depth=recipe.DEPTH, helpers=helpers)
-        tables[tag] = _rows(work, tag, idx, topics, qrels, pipe, base_path, folder, weights)
+        tables[tag] = _rows(work, tag, idx, topics, qrels, pipe, base_path, folder)
     tuning = _tuning_tables(res)
     payload = {"device": res["device"], "torch": res["torch"], "choice": res["choice"], "gpu_seconds": res["seconds"],
                "variants": {n: {k: m[k] for k in ("n_examples", "negatives", "epochs", "lr", "seconds")}
@@ -424,7 +427,7 @@ def evaluate(out: Path) -> None:
     _common.write_results("rerank_device", payload, markdown(payload))
 
 
-def _rows(work: Path, tag: str, idx, topics, qrels, pipe, base_path, folder, weights) -> list:
+def _rows(work: Path, tag: str, idx, topics, qrels, pipe, base_path, folder) -> list:
     import _common
     import pyterrier as pt
 
@@ -438,7 +441,7 @@ def _rows(work: Path, tag: str, idx, topics, qrels, pipe, base_path, folder, wei
     prec = recipe.encoding_precision(bases.base_expert_name("mpnet"))
     keyed = {"BM25": (f"{tag}-bm25", lambda: idx.bm25(num_results=1000)(topics)),
              "mpnet fine-tuned alone": (f"{tag}-base", lambda: idx.dense(base_path, precision=prec)(topics)),
-             "recipe (default)": (_recipe_key(tag, weights), lambda: pipe(topics))}
+             "recipe (default)": (_recipe_key(tag, pipe), lambda: pipe(topics))}
     runs = {n: _common.cached_run(work, k, make, seconds, topics) for n, (k, make) in keyed.items()}
     first = runs["recipe (default)"].merge(topics[["qid", "query"]].astype({"qid": str}), on="qid")
     stages = {f"recipe >> re-ranker (k {R['k']}, alpha {R['alpha']})":
@@ -456,7 +459,7 @@ def _rows(work: Path, tag: str, idx, topics, qrels, pipe, base_path, folder, wei
     names = list(runs)
     table = ptt.tot_experiment([pt.Transformer.from_df(r) for r in runs.values()], topics, qrels,
                                measures=MEASURES, names=names, round=None, verbose=False, baseline=2)
-    recipe_s = seconds[_recipe_key(tag, weights)]
+    recipe_s = seconds[_recipe_key(tag, pipe)]
     table["s/query"] = [(seconds[keyed[n][0]] + (recipe_s if n in stages else 0)) / len(topics) for n in names]
     return table.rename(columns=lambda c: c.replace("RR", "MRR")).to_dict("records")
 

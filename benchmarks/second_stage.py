@@ -127,7 +127,7 @@ def main():
     strong_retrievers.WORK = WORK  # the cross-encoder scores are cached beside this benchmark's runs
 
     # 1-2. the recipe's own near misses on the training queries it may learn from; the cross-encoder from the base
-    rest_run = cached("recipe-rest", lambda: (pipe % args.mine_depth)(rest), seconds, rest)
+    rest_run = cached(rest_key(pipe, args.mine_depth), lambda: (pipe % args.mine_depth)(rest), seconds, rest)
     settings = dict(n_negatives=args.negatives, mine_depth=args.mine_depth, epochs=args.epochs, lr=args.lr,
                     head_lr=args.head_lr or None,
                     batch_queries=args.batch_queries, max_length=args.max_length, max_query_tokens=args.query_tokens)
@@ -146,7 +146,7 @@ def main():
     kmax = max(args.ks)
 
     # 3. k and alpha on the tuning slice
-    tune_run = cached("recipe-tuning", lambda: pipe(tune), seconds, tune)
+    tune_run = cached(_common.pipeline_key("recipe-tuning", pipe), lambda: pipe(tune), seconds, tune)
     tce = ce_scores(f"{out.name}-tuning", ce, [tune_run], tune, kmax, timings)
     k, alpha, grid = choose(tune_run, tce, tqrels, args.ks)
     print(f"chosen on the tuning slice: k={k}, alpha={alpha}", flush=True)
@@ -174,22 +174,29 @@ def main():
     _common.write_results(args.name, payload, markdown(payload))
 
 
+def rest_key(pipe, mine_depth: int) -> str:
+    """The cache key of the recipe's top ``mine_depth`` on the training queries outside the tuning slice (read by
+    second_stage_device.py too): another fit or model of the recipe is another run."""
+    return _common.pipeline_key(f"recipe-rest-top{mine_depth}", pipe)
+
+
 def section(tag, idx, rec, topics, qrels, base, prec, out, k, alpha, kmax) -> dict:
     """One data set: BM25, the base alone, the recipe, the recipe >> cross-encoder (chosen k, alpha) and the
     cross-encoder alone over the same top k, from one pt.Experiment with paired tests against the recipe."""
     seconds, timings = {}, {}
+    rkey = _common.pipeline_key(f"recipe-{tag}", rec)
+    bkey = f"base-{tag}-{Path(base).name}"
     runs = {"BM25": cached(f"bm25-{tag}", lambda: (idx.bm25() % 1000)(topics), seconds, topics),
-            "base alone": cached(f"base-{tag}", lambda: (idx.dense(base, precision=prec) % 1000)(topics), seconds,
-                                 topics),
-            "recipe": cached(f"recipe-{tag}", lambda: rec(topics), seconds, topics)}
+            "base alone": cached(bkey, lambda: (idx.dense(base, precision=prec) % 1000)(topics), seconds, topics),
+            "recipe": cached(rkey, lambda: rec(topics), seconds, topics)}
     cev = ce_scores(f"{out.name}-{tag}", CrossEncoderReranker(out, idx, k=kmax), [runs["recipe"]], topics, kmax,
                     timings)
     runs[f"recipe >> cross-encoder top {k} (alpha {alpha})"] = interpolate(runs["recipe"], cev, k, alpha)
     runs[f"recipe >> cross-encoder top {k} (alone)"] = interpolate(runs["recipe"], cev, k, 1.0)
     t = timings[f"{out.name}-{tag}"]
     per_pair = t["seconds"] / max(t["pairs"], 1)
-    sq = {name: seconds[f"{key}-{tag}"] / len(topics) for name, key in
-          (("BM25", "bm25"), ("base alone", "base"), ("recipe", "recipe"))}
+    sq = {name: seconds[key] / len(topics) for name, key in
+          (("BM25", f"bm25-{tag}"), ("base alone", bkey), ("recipe", rkey))}
     rows = evaluate(runs, topics, qrels, "recipe")
     for r in rows:
         r["s/query"] = round(sq.get(r["name"], sq["recipe"] + per_pair * k), 3)

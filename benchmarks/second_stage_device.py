@@ -39,11 +39,14 @@ def export(kit: Path, negatives: int, source: str = "minilm") -> None:
     ds = ptt.get_dataset("reddit-tomt-books")
     index = ptt.BookIndex(ds)
     work = _common.WORK / ("second_stage" if source == "minilm" else "rerank_device")
-    missing = lambda: (_ for _ in ()).throw(SystemExit("run benchmarks/second_stage.py once first"))  # noqa: E731
-    rest_run = _common.cached_run(work, "recipe-rest", missing, {})
-    tune_run = _common.cached_run(work, "recipe-tuning", missing, {})
+    first = "second_stage.py" if source == "minilm" else "rerank_device.py export"
+    missing = lambda: (_ for _ in ()).throw(SystemExit(f"run benchmarks/{first} once first"))  # noqa: E731
     pipe = recipe.tuned_pipeline(ds, index, base="minilm" if source == "minilm" else recipe.DEFAULT_BASE)
     s = {**second_stage.SETTINGS, "n_negatives": negatives}
+    # the keys the runs were cached under: this pipeline's (its fitted weights and stages), never another fit's
+    rest_key = f"recipe-rest-top{s['mine_depth']}" if source == "minilm" else "recipe-rest"  # second_stage.rest_key
+    rest_run = _common.cached_run(work, _common.pipeline_key(rest_key, pipe), missing, {})
+    tune_run = _common.cached_run(work, _common.pipeline_key("recipe-tuning", pipe), missing, {})
     groups = second_stage.recipe_groups(ds, index, pipe, negatives, s["mine_depth"], run=rest_run)
     texts = dict(zip(index.corpus["docno"], index.corpus["title"].fillna("") + "\n" + index.corpus["text"].fillna("")))
 
@@ -61,7 +64,8 @@ def export(kit: Path, negatives: int, source: str = "minilm") -> None:
             "tuning_qrels": tqrels[["qid", "docno", "label"]].astype({"qid": str, "docno": str}).to_dict("records")}
     if source != "minilm":
         val, vqrels = ds.get_topics("validation"), ds.get_qrels("validation")
-        data["validation"] = candidates(_common.cached_run(work, "recipe-validation", missing, {}), val)
+        vkey = _common.pipeline_key("recipe-validation", pipe)
+        data["validation"] = candidates(_common.cached_run(work, vkey, missing, {}), val)
         data["validation_qrels"] = vqrels[["qid", "docno", "label"]].astype({"qid": str, "docno": str}).to_dict(
             "records")
     with gzip.open(kit / "ce.json.gz", "wt", encoding="utf8") as f:

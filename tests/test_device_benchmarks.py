@@ -160,3 +160,35 @@ def test_a_soup_survives_the_trip_back_as_an_int8_difference(tmp_path, monkeypat
     err = (back["emb.weight"] - soup["emb.weight"]).abs()
     assert (err <= step / 2 + 5e-7).all()  # half a step, plus the fp32 rounding of weights near 1
     assert (tmp_path / "rebuilt" / "config.json").is_file()
+
+
+def test_a_cached_recipe_run_is_keyed_by_its_fitted_weights_and_stages(tmp_path):
+    """The benchmarks' run caches (second_stage, rerank_device, pointwise_llm) key a recipe's run by its fitted
+    weights' folder and its repr: a refit, another model or another depth is computed again, never read back."""
+    import _common
+    import pandas as pd
+    import pyterrier as pt
+
+    class Fitted(pt.Transformer):
+        def __init__(self, weights, depth):
+            self.weights_path, self.depth = weights, depth
+
+        def transform(self, inp):
+            return pd.DataFrame({"qid": ["1"], "docno": [f"d{self.depth}"], "score": [1.0]})
+
+        def __repr__(self):
+            return f"Fitted(depth {self.depth})"
+
+    a = Fitted(tmp_path / "fuser-abc", 1000)
+    assert _common.pipeline_key("recipe-tuning", a) == _common.pipeline_key("recipe-tuning", a)
+    others = [Fitted(tmp_path / "fuser-def", 1000), Fitted(tmp_path / "fuser-abc", 100), pt.Transformer.identity()]
+    keys = {_common.pipeline_key("recipe-tuning", p) for p in [a, *others]}
+    assert len(keys) == 4 and all(k.startswith("recipe-tuning-") for k in keys)
+    assert "fuser-abc" in _common.pipeline_key("recipe-tuning", a)
+    topics = pd.DataFrame({"qid": ["1"], "query": ["a yellow cover"]})
+    seconds: dict = {}
+    first = _common.cached_run(tmp_path, _common.pipeline_key("r", a), lambda: a(topics), seconds, topics)
+    again = _common.cached_run(tmp_path, _common.pipeline_key("r", a), lambda: 1 / 0, seconds, topics)  # read back
+    deeper = _common.cached_run(tmp_path, _common.pipeline_key("r", others[1]), lambda: others[1](topics), seconds,
+                                topics)
+    assert list(first["docno"]) == list(again["docno"]) == ["d1000"] and list(deeper["docno"]) == ["d100"]
