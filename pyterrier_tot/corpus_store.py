@@ -89,11 +89,31 @@ def book_frame(books) -> Tuple[pd.DataFrame, str]:
     return books_to_frame(b if isinstance(b, Book) else Book.from_dict(b) for b in books), "books"
 
 
-def frame_fingerprint(corpus: pd.DataFrame) -> str:
-    return hashlib.sha1(
+#: Book fields besides title and text that experts read (the url is a link, never scored): part of a corpus's
+#: fingerprint wherever a corpus fills any of them.
+EXTRA_FIELDS = tuple(f for f in BOOK_FIELDS if f not in ("title", "text", "url"))
+
+
+def _cell(value, field: str = "") -> str:
+    if field == "year":  # 1996, 1996.0 and "1996" are one year
+        value = parse_year(value)
+    return "" if value is None or (not isinstance(value, str) and pd.isna(value)) else str(value)
+
+
+def frame_fingerprint(corpus: pd.DataFrame, legacy: bool = False) -> str:
+    """The corpus's identity: its docnos, titles and texts, and the other book fields experts read (author, genres,
+    year, cover) where any book has one, so a loader that fixes an author or a year makes another corpus (its
+    indexes and fitted weights are not reused). A corpus of titles and texts alone keeps the fingerprint it always
+    had; ``legacy``: the fingerprint of titles and texts alone (what folders built before the other fields counted
+    recorded)."""
+    digest = hashlib.sha1(
         "\n".join(corpus["docno"]).encode() + str(len(corpus)).encode()
-        + hashlib.sha1(pd.util.hash_pandas_object(corpus[["title", "text"]], index=False).values.tobytes()).digest()
-    ).hexdigest()[:16]
+        + hashlib.sha1(pd.util.hash_pandas_object(corpus[["title", "text"]], index=False).values.tobytes()).digest())
+    extra = pd.DataFrame({f: [_cell(v, f) for v in corpus[f]] for f in EXTRA_FIELDS if f in corpus.columns})
+    if not legacy and len(extra.columns) and (extra != "").to_numpy().any():
+        digest.update(b"fields:" + ",".join(extra.columns).encode()
+                      + pd.util.hash_pandas_object(extra, index=False).values.tobytes())
+    return digest.hexdigest()[:16]
 
 
 # ---------------------------------------------------------------------- choosing and reading a stream
@@ -150,6 +170,9 @@ def write_stream(docs: Iterable, folder: Path, total: Optional[int] = None, desc
             row = as_row(doc)
             docno = row["docno"].encode("utf8")
             digest.update(docno + b"\0" + row["title"].encode("utf8") + b"\0" + row["text"].encode("utf8") + b"\n")
+            extra = [_cell(row.get(f), f) for f in EXTRA_FIELDS]
+            if any(extra):  # the other book fields count where a book has any (as frame_fingerprint's)
+                digest.update(b"\1" + "\0".join(extra).encode("utf8") + b"\n")
             f.write(json.dumps(row, ensure_ascii=False).encode("utf8") + b"\n")
             docnos.append(docno)
             offsets.append(f.tell())

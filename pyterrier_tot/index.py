@@ -142,7 +142,8 @@ class BookIndex(BookCorpus, ToTArtifact):
                 corpus = cs.typed_frame([json.loads(line) for line in f if line.strip()], meta.get("columns"))
         except (OSError, ValueError) as e:
             raise art.damaged(path, CORPUS_FILE, e, "ptt.BookIndex(dataset, path=...)") from None
-        fingerprint = _fingerprint(corpus)
+        legacy = _fingerprint(corpus, legacy=True)  # what a folder built before the other book fields counted holds
+        fingerprint = legacy if legacy == meta.get("fingerprint") else _fingerprint(corpus)
         if fingerprint != meta.get("fingerprint"):
             raise art.damaged(path, CORPUS_FILE, f"its fingerprint {fingerprint} is not {meta.get('fingerprint')} "
                               f"of {META_FILE}", "ptt.BookIndex(dataset, path=...)")

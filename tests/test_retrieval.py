@@ -84,6 +84,43 @@ def test_index_reopened_not_rebuilt(tiny_frame, tmp_path):
         ptt.BookIndex(changed, path=tmp_path / "i").bm25()
 
 
+def test_the_corpus_fingerprint_counts_the_fields_experts_read(tiny_frame, tmp_path):
+    """An author or a year fixed by a loader is another corpus (its sub-indexes and fitted weights are not reused);
+    a link is not; a corpus of titles and texts alone, and a folder recorded before the other fields counted, keep
+    their fingerprint."""
+    from pyterrier_tot.corpus_store import frame_fingerprint
+
+    idx = ptt.BookIndex(tiny_frame, path=tmp_path / "i")
+    fixed = tiny_frame.copy()
+    fixed.loc[fixed["docno"] == "b3", "author"] = "Dora Quillon"
+    assert frame_fingerprint(ptt.BookIndex(fixed, path=tmp_path / "j").corpus) != idx.fingerprint
+    with pytest.warns(UserWarning, match="rebuilding"):
+        again = ptt.BookIndex(fixed, path=tmp_path / "i")
+    assert again.books_of(["b3"]).loc[0, "author"] == "Dora Quillon"
+    linked = tiny_frame.assign(url="https://example.org/" + tiny_frame["docno"])
+    assert ptt.BookIndex(linked, path=tmp_path / "k").fingerprint == idx.fingerprint
+    plain = tiny_frame[["docno", "title", "text"]]
+    plain_idx = ptt.BookIndex(plain, path=tmp_path / "p")
+    assert plain_idx.fingerprint == frame_fingerprint(plain_idx.corpus, legacy=True)
+    # a folder built when only titles and texts counted opens by its path, as the corpus it always held
+    meta = json.loads((tmp_path / "i" / "pt_meta.json").read_text())
+    legacy = frame_fingerprint(again.corpus, legacy=True)
+    (tmp_path / "i" / "pt_meta.json").write_text(json.dumps({**meta, "fingerprint": legacy}))
+    assert ptt.BookIndex(str(tmp_path / "i")).fingerprint == legacy
+
+
+def test_a_streamed_corpus_fingerprint_counts_the_same_fields(tiny_frame, tmp_path):
+    from pyterrier_tot.corpus_store import write_stream
+
+    rows = tiny_frame.to_dict("records")
+    fixed = [{**r, "author": "Someone Else"} if r["docno"] == "b3" else r for r in rows]
+    linked = [{**r, "url": "https://example.org/" + r["docno"]} for r in rows]
+    for i in range(3):
+        (tmp_path / str(i)).mkdir()
+    prints = [write_stream(docs, tmp_path / str(i))["fingerprint"] for i, docs in enumerate((rows, fixed, linked))]
+    assert prints[0] != prints[1] and prints[0] == prints[2]
+
+
 def test_text_loader_and_books_of(tiny_index):
     res = pd.DataFrame({"qid": ["1", "1"], "query": ["x", "x"], "docno": ["b2", "b6"], "score": [2.0, 1.0],
                         "rank": [0, 1]})
