@@ -57,6 +57,27 @@ def pool_devices(workers: int = 1, devices: Optional[Sequence[str]] = None,
     return ["cpu"] * workers
 
 
+def encoder_model(model: Optional[str], encoder=None) -> Optional[str]:
+    """The model a dense index of ``encoder``'s vectors is filed under: ``model``, or with ``encoder`` alone the model
+    it was loaded from (``load_biencoder`` records it; ``None`` for the default model). An encoder whose model is
+    unknown, or is not ``model``, raises ValueError: its vectors would be filed under another model's name, and
+    a later call with that model would read them back."""
+    named = getattr(encoder, "model_name", None) if encoder is not None else None
+    if encoder is None or (named is None and model is not None):
+        return model
+    from pyterrier_tot.models import canonical_model
+
+    if named is None:
+        raise ValueError(f"encoder={encoder!r} does not say which model it runs: pass model= (its name or folder), "
+                         "which names the index folder of its vectors")
+    if model is None:
+        return None if canonical_model(named) == canonical_model(None) else str(named)
+    if canonical_model(model) != canonical_model(named):
+        raise ValueError(f"model={model!r} but the encoder passed runs {named!r}: its vectors would be filed under "
+                         f"{model!r}; pass the matching model, or leave model out")
+    return model
+
+
 def encoder_for(model: Optional[str], encoder=None, precision: Optional[str] = None):
     """(the bi-encoder, its precision) for indexing or searching with ``model``: ``encoder`` when given (its
     weights tell its precision, which must agree with ``precision``), else the cached bi-encoder of ``model``

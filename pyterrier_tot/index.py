@@ -36,7 +36,7 @@ from pyterrier_tot.corpus_store import CORPUS_FILE, BookCorpus, FieldsArg
 from pyterrier_tot.corpus_store import book_frame as _book_frame
 from pyterrier_tot.corpus_store import fields_tuple as _fields_tuple
 from pyterrier_tot.corpus_store import frame_fingerprint as _fingerprint
-from pyterrier_tot.encoding import PooledDocEncoder, SortedDocEncoder, pool_devices
+from pyterrier_tot.encoding import PooledDocEncoder, SortedDocEncoder, encoder_model, pool_devices
 from pyterrier_tot.encoding import encoder_for as _encoder
 from pyterrier_tot.errors import CorruptArtifactError
 from pyterrier_tot.policy import check_int
@@ -59,9 +59,9 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[-60:]
 
 
-def _model_key(model) -> Optional[str]:
-    """A model argument as the string the index records (an artifact or a Path becomes its folder)."""
-    return None if model is None else str(model.path) if isinstance(model, pt.Artifact) else str(model)
+def _model_key(model, encoder=None) -> Optional[str]:
+    """A model argument as the index records it (an artifact or a Path: its folder; an encoder alone: its model)."""
+    return encoder_model(str(model.path) if isinstance(model, pt.Artifact) else model and str(model), encoder)
 
 
 def _c_float(x: float) -> str:
@@ -328,7 +328,7 @@ class BookIndex(BookCorpus, ToTArtifact):
         from pyterrier_tot.models import DEFAULT_MODEL
 
         fields = _fields_tuple(fields)
-        model = _model_key(model) or DEFAULT_MODEL
+        model = _model_key(model, encoder) or DEFAULT_MODEL
         enc, precision = _encoder(model, encoder, precision)
         # a local model folder's weights are part of the settings: a model retrained there is encoded again
         settings = {"backend": "flex", "model": model, "fields": list(fields), "max_chars": max_chars,
@@ -362,7 +362,7 @@ class BookIndex(BookCorpus, ToTArtifact):
         from pyterrier_tot.models import DEFAULT_MODEL
 
         check_int(num_results, "num_results", "BookIndex.dense")
-        model = _model_key(model)
+        model = _model_key(model, encoder)
         enc, precision = _encoder(model, encoder, precision)
         flex = self.flex_index(model, fields, max_chars, encoder=enc, workers=workers, devices=devices,
                                precision=precision)
@@ -386,7 +386,7 @@ class BookIndex(BookCorpus, ToTArtifact):
         ``precision`` / ``workers`` / ``devices``: how the corpus is encoded (see :meth:`flex_index`)."""
         from pyterrier_tot.models import DEFAULT_MODEL
 
-        model = _model_key(model)
+        model = _model_key(model, encoder)
         enc, precision = _encoder(model, encoder, precision)
         flex = self.flex_index(model, fields, max_chars, encoder=enc, workers=workers, devices=devices,
                                precision=precision)

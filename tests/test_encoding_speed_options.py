@@ -118,3 +118,25 @@ def test_precision_of_encoder_wins_and_mismatch_is_refused(index):
     with pytest.raises(ValueError, match="precision must be one of"):
         index.dense(precision="half")
     assert index.flex_index(encoder=b16).index_path == index.flex_index(precision="bf16").index_path
+
+
+def test_an_encoder_files_its_vectors_under_its_own_model(index, tmp_path):
+    """``encoder=`` alone: the vectors are kept under the model the encoder runs, never under the default's name
+    (a later call for the default would read a fine-tuned model's vectors); a mismatch or an unknown model is
+    refused."""
+    import shutil
+    import types
+
+    from pyterrier_tot.models import DEFAULT_MODEL, resolve_model
+
+    shutil.copytree(resolve_model(None), tmp_path / "ft")
+    other = load_biencoder(str(tmp_path / "ft"))
+    own = index.flex_index(encoder=other).index_path
+    assert own == index.flex_index(str(tmp_path / "ft")).index_path != index.flex_index().index_path
+    assert index.flex_index(encoder=load_biencoder()).index_path == index.flex_index().index_path
+    with pytest.raises(ValueError, match="encoder passed runs"):
+        index.dense(DEFAULT_MODEL, encoder=other)
+    with pytest.raises(ValueError, match="does not say which model"):
+        index.dense_scorer(encoder=types.SimpleNamespace())
+    q = pd.DataFrame({"qid": ["1"], "query": ["a lighthouse ghost"]})
+    pd.testing.assert_frame_equal(index.dense(encoder=other)(q), index.dense(str(tmp_path / "ft"))(q))
