@@ -94,6 +94,37 @@ def test_a_truncated_answer_is_asked_again_with_a_larger_budget(tmp_path):
     assert len(LLMCache(tmp_path / "cache.sqlite3")) == 0  # an unusable answer is never cached
 
 
+def test_a_cut_answer_in_the_cache_is_asked_again_when_validate_refuses_it(tmp_path):
+    """An answer the token limit cut, cached by a call without ``validate`` (or by an older version), is not served
+    to a caller whose ``validate`` refuses it: it is asked again with a larger budget and replaced. A usable cached
+    answer, or a refused one that did not reach the limit (the model's own answer), is served as before."""
+    from pyterrier_tot.llm.cache import request_key
+    from pyterrier_tot.llm.templates import load_prompt
+
+    messages = [{"role": "system", "content": load_prompt("rewrite").template[0]["content"]},
+                {"role": "user", "content": "Request: a girl who trains a wild horse on a ranch"}]
+    budgets = []
+    with OpenAIStub(responder) as stub:
+        llm = make_llm(stub, tmp_path, max_tokens=8)
+        orig = llm._client.chat.completions.create
+
+        def spy(**kw):
+            budgets.append(kw["max_tokens"])
+            return orig(**kw)
+        llm._client.chat.completions.create = spy
+        key = request_key(llm.identity, messages, llm.params(), None)
+        usable = lambda a: a.startswith("REWRITTEN") and len(a.split()) > 2  # noqa: E731
+        llm.cache.put(key, llm.identity, "REWRITTEN a", 30, 8)           # cut at the limit: asked again
+        assert llm.chat(messages, validate=usable) == "REWRITTEN a girl who trains a"
+        assert budgets == [16] and llm.usage.truncated == 1 and llm.usage.cache_hits == 0
+        assert llm.cache.get(key)["answer"] == "REWRITTEN a girl who trains a"
+        assert llm.chat(messages, validate=usable) == "REWRITTEN a girl who trains a" and budgets == [16]
+        llm.cache.put(key, llm.identity, "REWRITTEN b", 30, 2)           # short of the limit: the model's answer
+        assert llm.chat(messages, validate=usable) == "REWRITTEN b" and budgets == [16]
+        llm.cache.put(key, llm.identity, "REWRITTEN c", 30, 8)           # no validate: served as it is
+        assert llm.chat(messages) == "REWRITTEN c" and budgets == [16]
+
+
 def test_fault_injection_loses_no_query_and_counts_the_rest(tmp_path):
     """30% faults, one retry: some requests still fail. Every qid comes back; every row whose request got
     through equals the fault-free run; the failed rows are exactly what the counters report."""

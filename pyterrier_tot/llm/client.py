@@ -253,13 +253,21 @@ class LLM:
         params = self.params(**overrides)
         self._count(requests=1)
         key = request_key(self.identity, messages, params, prompt_version) if self.cache is not None else ""
+        sent = dict(params)
         if self.cache is not None:
             hit = self.cache.get(key)
-            if hit is not None:
+            # a cached answer the token limit cut short and ``validate`` refuses (kept by a call without validate,
+            # or by an older version) is asked again with a larger budget, as a fresh one would be
+            cut = (hit is not None and validate is not None and "max_tokens" in sent
+                   and int(hit["completion_tokens"] or 0) >= int(sent["max_tokens"]) and not validate(hit["answer"]))
+            if hit is not None and not cut:
                 self._count(cache_hits=1, prompt_tokens=hit["prompt_tokens"],
                             completion_tokens=hit["completion_tokens"])
                 return hit["answer"]
-        sent, attempt, connect_retried = dict(params), 0, False
+            if cut:
+                self._count(truncated=1)
+                sent["max_tokens"] = 2 * int(sent["max_tokens"])
+        attempt, connect_retried = 0, False
         while True:
             self._count(calls=1)
             try:
