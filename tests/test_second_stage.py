@@ -86,6 +86,8 @@ def test_fine_tuned_cross_encoder_names_every_training_setting(tmp_path, monkeyp
     assert recipe.fine_tuned_cross_encoder(ds, index=object(), verbose=False, train=False) == plain
     assert recipe.fine_tuned_cross_encoder(ds, index=object(), head_lr=1e-3, verbose=False) == head
     assert [h for _, h in made] == [None, 1e-3]                      # each trained once
+    shorter = recipe.fine_tuned_cross_encoder(ds, index=object(), max_query_tokens=160, verbose=False)
+    assert shorter.endswith("-Q160") and shorter not in (plain, head) and len(made) == 3  # max_query_tokens too
 
 
 def test_reranker_negatives_are_the_runs_first_non_gold_books():

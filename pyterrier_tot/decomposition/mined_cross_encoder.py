@@ -49,6 +49,7 @@ def fine_tuned_cross_encoder(dataset, index=None, n_negatives: int = CE_NEGATIVE
     tail = f"-lr{train_kwargs['lr']:g}" if "lr" in train_kwargs else ""   # other settings follow the older name
     tail += "".join(f"-{k.replace('_', '')}{v:g}" if isinstance(v, float) else f"-{k.replace('_', '')}{v}"
                     for k, v in sorted(train_kwargs.items()) if k not in ("lr", "batch_queries") and v is not None)
+    tail += "" if max_query_tokens == CE_QUERY_TOKENS else f"-Q{max_query_tokens}"  # the default keeps older names
     out = cache_dir() / "models" / (f"ce-minilm-{tag}-train-minus-fit{n}-neg{n_negatives}-L{max_length}"
                                     f"-b{batch}-s{max_steps or 'epoch'}{tail}")
     rest = train_data(dataset, "rest", n)[0]
