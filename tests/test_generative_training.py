@@ -70,6 +70,14 @@ def test_training_resumes_from_its_checkpoint(toy, tmp_path):
     gen.train(c, pairs, epochs=4, batch_size=8, verbose=False)
     for (n, p), (_, q) in zip(b.model.named_parameters(), c.model.named_parameters()):
         assert torch.allclose(p, q, atol=1e-5), n
+    # a finished checkpoint of other pairs (as many) or another learning rate is never "resumed" as this run
+    other = pairs.assign(target=pairs["target"].iloc[::-1].to_numpy())
+    d = gen.tiny_t5(tok, seed=3)
+    before = {n: p.detach().clone() for n, p in d.model.named_parameters()}
+    for kwargs in ({"pairs": other}, {"pairs": pairs, "lr": 1e-3}):
+        with pytest.raises(ValueError, match="another run .*differing: run"):
+            gen.train(d, epochs=4, batch_size=8, checkpoint_dir=ckpt, verbose=False, **kwargs)
+    assert all(torch.equal(p, before[n]) for n, p in d.model.named_parameters())  # nothing loaded
 
 
 def test_label_smoothing_is_the_default():

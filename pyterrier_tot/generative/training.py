@@ -20,6 +20,7 @@ import pandas as pd
 import pyterrier as pt
 import torch
 
+from pyterrier_tot._util import differing
 from pyterrier_tot.generative.backbones import Backbone
 
 LABEL_SMOOTHING = 0.1
@@ -45,17 +46,36 @@ def save_checkpoint(folder: Union[str, Path], backbone: Backbone, optimizer, pro
     tmp.rmdir()
 
 
-def load_checkpoint(folder: Union[str, Path], backbone: Backbone, optimizer) -> Optional[dict]:
+def load_checkpoint(folder: Union[str, Path], backbone: Backbone, optimizer,
+                    run: Optional[dict] = None) -> Optional[dict]:
+    """The progress of the checkpoint in ``folder`` (None when there is none), its weights and optimizer state
+    loaded into ``backbone`` and ``optimizer``. ``run``: what the resuming run is (its steps, seed, settings, pairs);
+    a checkpoint that recorded another run raises ValueError naming what differs, before anything is loaded."""
     from safetensors.torch import load_file
 
     folder = Path(folder)
     if not (folder / _PROGRESS).is_file():
         return None
+    progress = json.loads((folder / _PROGRESS).read_text())
+    known = {k: v for k, v in (run or {}).items() if k in progress}  # an older checkpoint records steps and seed
+    if any(progress[k] != v for k, v in known.items()):
+        raise ValueError(f"checkpoint {folder} is of another run ({differing({k: progress[k] for k in known}, known)})"
+                         "; use a new folder")
     missing, unexpected = backbone.model.load_state_dict(load_file(str(folder / _STATE)), strict=False)
     if unexpected:
         raise ValueError(f"checkpoint {folder} does not fit this backbone: unexpected weights {unexpected[:3]}")
     optimizer.load_state_dict(torch.load(folder / _OPTIM, weights_only=True))
-    return json.loads((folder / _PROGRESS).read_text())
+    return progress
+
+
+def _run_digest(backbone: Backbone, pairs: pd.DataFrame, **settings) -> str:
+    """A hash of the backbone's name, the pairs (source, target, task) in order and the training settings."""
+    import hashlib
+
+    cols = [c for c in ("source", "target", "task") if c in pairs.columns]
+    rows = pairs[cols].astype(str).to_numpy().tolist()
+    text = json.dumps({"backbone": backbone.name, "pairs": rows, **settings}, sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
 def tokenise_pairs(backbone: Backbone, pairs: pd.DataFrame, max_source_tokens: int = 64):
@@ -93,11 +113,15 @@ def train(backbone: Backbone, pairs: pd.DataFrame, epochs: float = 1.0, batch_si
         if schedule == "linear" else (lambda i: 1.0)
     base_lrs = [g["lr"] for g in optimizer.param_groups]
     done, resumed = 0, False
+    # what this run is: a checkpoint of other pairs or settings (of the same length) is never resumed as this one
+    run = {"steps": steps, "seed": seed, "run": _run_digest(backbone, pairs, epochs=epochs, batch_size=batch_size,
+                                                             lr=lr, label_smoothing=label_smoothing,
+                                                             max_source_tokens=max_source_tokens,
+                                                             weight_decay=weight_decay, schedule=schedule,
+                                                             warmup=warmup)}
     if checkpoint_dir is not None:
-        progress = load_checkpoint(checkpoint_dir, backbone, optimizer)
+        progress = load_checkpoint(checkpoint_dir, backbone, optimizer, run)
         if progress is not None:
-            if progress.get("steps") != steps or progress.get("seed") != seed:
-                raise ValueError(f"checkpoint {checkpoint_dir} is of another run ({progress}); use a new folder")
             done, resumed = int(progress["step"]), True
     model = backbone.model
     model.train()
@@ -121,7 +145,7 @@ def train(backbone: Backbone, pairs: pd.DataFrame, epochs: float = 1.0, batch_si
         last = step + 1 == steps
         over = max_seconds is not None and time.perf_counter() - t0 > max_seconds
         if checkpoint_dir is not None and ((step + 1) % checkpoint_every == 0 or last or over):
-            save_checkpoint(checkpoint_dir, backbone, optimizer, {"step": step + 1, "steps": steps, "seed": seed})
+            save_checkpoint(checkpoint_dir, backbone, optimizer, {"step": step + 1, **run})
         if verbose:
             bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}", refresh=False)
         if over and not last:
