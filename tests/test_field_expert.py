@@ -105,3 +105,17 @@ def test_all_na_and_empty_field(tmp_path, clues):
     # a query frame whose clues are all N/A yields an empty (but well-formed) ranking
     t = FieldExpert(idx, "title", "bm25")
     assert len(t(q.assign(clue_title=None))) == 0
+
+
+def test_the_repr_names_every_setting_that_changes_a_score(index):
+    """The repr keys the recipe's fitted weights (``extra_experts``): an expert with another clue column, text
+    budget, BM25 parameters or depth must not share a key with the default one; the default's repr is unchanged."""
+    plain = FieldExpert(index, "title", "bm25")
+    assert repr(plain) == "FieldExpert('title', bm25, fields=title, normalise='minmax')"
+    others = [FieldExpert(index, "title", "bm25", clue="clue_plot"),
+              FieldExpert(index, "title", "bm25", bm25_kwargs={"k1": 0.5}),
+              FieldExpert(index, "title", "bm25", scorer_depth=50), FieldExpert(index, "title", "bm25", num_results=10),
+              FieldExpert(index, "title", "dense", max_chars=200)]
+    reprs = {repr(e) for e in others}
+    assert len(reprs) == len(others) and repr(plain) not in reprs
+    assert "bm25_kwargs={'k1': 0.5}" in repr(others[1]) and "max_chars=200" in repr(others[4])

@@ -107,7 +107,13 @@ def test_save_and_load_give_the_same_ranking(toy, tmp_path):
     except Exception:  # the entry point is not installed in this environment
         model = gen.GenerativeModel(tmp_path / "model")
     again = model.retriever(num_results=3)
-    assert "label='model'" in repr(again)
+    assert "label='model'" in repr(again) and f"weights={again.weights}" in repr(again) and len(again.weights) == 10
+    # the repr names what changes a score (it keys fitted fuser weights): other settings, other weights
+    assert repr(model.retriever(num_results=3, max_source_tokens=32)) != repr(again)
+    retrained = _trained(sem, books, codes=True, epochs=2)[2]
+    retrained.save(tmp_path / "model", overwrite=True)
+    assert "label='model'" in repr(model.retriever(num_results=3)) and model.retriever(num_results=3).weights != \
+        again.weights
     after = again(q)
     assert after["docno"].tolist() == before["docno"].tolist()
     assert after["score"].tolist() == pytest.approx(before["score"].tolist(), abs=1e-4)

@@ -217,8 +217,14 @@ class FieldExpert(pt.Transformer):
         if self.backend == "dense" and self.precision not in (None, "fp32"):
             model += f", precision={self.precision!r}"
         unknown = "" if self.unknown_docnos == "raise" else f", unknown_docnos={self.unknown_docnos!r}"
+        # every other setting that changes a score, where it is not the default (the repr keys fitted weights)
+        default_clue = "query" if self.field == "query" else clue_column(self.field)
+        rest = "".join(f", {k}={v!r}" for k, v, d in (
+            ("clue", self.clue, default_clue), ("max_chars", self.max_chars, None),
+            ("scorer_depth", self.scorer_depth, 1000), ("num_results", self.num_results, 1000),
+            ("bm25_kwargs", self.bm25_kwargs or None, None)) if v != d)
         return (f"FieldExpert({self.field!r}, {self.backend}{model}, fields={'+'.join(self.book_fields)}, "
-                f"normalise={self.normalise!r}{unknown})")
+                f"normalise={self.normalise!r}{unknown}{rest})")
 
 
 def base_expert(index, backend: str = "dense", model: Optional[str] = None, **kwargs) -> FieldExpert:

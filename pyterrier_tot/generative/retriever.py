@@ -28,6 +28,7 @@ import pyterrier as pt
 import pyterrier_alpha as pta
 
 from pyterrier_tot._artifact import ToTArtifact, building
+from pyterrier_tot._fingerprint import model_fingerprint
 from pyterrier_tot.generative.aggregation import BETA, GAMMA, parallel_scores, serial_scores
 from pyterrier_tot.generative.backbones import SEQ2SEQ, Backbone
 from pyterrier_tot.generative.decoding import constrained_search, score_targets
@@ -174,8 +175,14 @@ class GenerativeRetriever(pt.Transformer):
         return art
 
     def __repr__(self):
+        # every setting that changes a score where it is not the default, and a loaded model's weights: the repr
+        # keys the recipe's fitted weights when the retriever is one of its experts
         extra = f", aggregation={self.aggregation!r}" if self.aggregation else ""
+        if self.aggregation and (self.beta, self.gamma) != (BETA, GAMMA):
+            extra += f", beta={self.beta:g}, gamma={self.gamma:g}"
+        extra += f", max_source_tokens={self.max_source_tokens}" if self.max_source_tokens != 64 else ""
         extra += f", label={self.label!r}" if self.label else ""
+        extra += f", weights={self.weights}" if getattr(self, "weights", None) else ""
         return (f"GenerativeRetriever({self.backbone.name!r}, {len(self.ids)} books, num_results={self.num_results}, "
                 f"num_beams={self.num_beams}{extra})")
 
@@ -211,7 +218,9 @@ class GenerativeModel(ToTArtifact):
         kwargs.setdefault("max_source_tokens", meta.get("max_source_tokens", 64))
         kwargs.setdefault("shared_ids", meta.get("shared_ids", False))
         kwargs.setdefault("label", Path(self.path).name)
-        return GenerativeRetriever(self.backbone(), self.ids(), chapters=chapters or None, **kwargs)
+        retriever = GenerativeRetriever(self.backbone(), self.ids(), chapters=chapters or None, **kwargs)
+        retriever.weights = (model_fingerprint(self.path) or "")[:10] or None  # a model saved again is another one
+        return retriever
 
 
 def hits_at(retriever: GenerativeRetriever, sources: pd.DataFrame, k: int = 1) -> float:
