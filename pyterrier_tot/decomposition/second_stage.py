@@ -38,6 +38,7 @@ from pyterrier_tot.decomposition.protocol import (
     complete_model,
     dataset_tag,
     train_data,
+    training_info,
     training_record,
 )
 
@@ -152,8 +153,13 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
         return None
     out = model_dir(base_path, **s)
     rest = train_data(dataset, "rest", n)[0]
+    mined_by = "the base's recipe" if pipeline is None else repr(pipeline)  # what ranks the negatives
     if complete_model(out):
         check_trained_on(out, rest, ours=True)  # one trained on other queries or texts is refused
+        found = training_info(out).get("mined_by", mined_by)  # (older folders did not record it)
+        if found != mined_by:
+            raise ValueError(f"the cached cross-encoder {out} learnt from negatives ranked by {found[:200]}, not by "
+                             f"{mined_by[:200]}; delete the folder to train it from this pipeline's")
         return str(out)
     if not train:
         return None
@@ -167,7 +173,7 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
                         lr=s["lr"], head_lr=s["head_lr"], batch_queries=s["batch_queries"], max_length=s["max_length"],
                         max_query_tokens=s["max_query_tokens"], max_steps=s["max_steps"], show_progress_bar=verbose,
                         extra_metadata={"mined_from": f"recipe top {s['mine_depth']}", "init": str(base_path),
-                                        **training_record(rest)})
+                                        "mined_by": mined_by, **training_record(rest)})
     return str(out)
 
 
