@@ -191,6 +191,13 @@ def test_a_cached_base_is_reused_only_for_the_queries_it_was_trained_on(index, t
     assert bases.base_dir(ds, "minilm", 4, 1, max_steps=1) != bases.base_dir(ds, "minilm", 4, max_steps=1)
     with pytest.raises(ValueError, match="trained on other queries"):      # the folder forced on other queries
         bases.fine_tuned_base(ds, 4, tuning_seed=1, path=path, model="minilm", index=index, train=False)
+    # nor asked for as another model, or with other settings, through path= (or a folder of the same last name)
+    same = dict(path=path, index=index, train=False, max_steps=1, batch_size=4, max_seq_length=32)
+    assert bases.fine_tuned_base(ds, 4, model="minilm", **same) == path
+    with pytest.raises(ValueError, match="another model or with other settings .*differing: lr"):
+        bases.fine_tuned_base(ds, 4, model="minilm", **{**same, "lr": 1e-3})
+    with pytest.raises(ValueError, match="differing: base_model"):
+        bases.fine_tuned_base(ds, 4, model=str(tmp_path / "elsewhere" / "all-MiniLM-L6-v2"), **same)
     # two unnamed training sets never share a folder
     a = bases.TrainingSet([(ds.topics.head(6), ds.qrels.head(6))])
     b = bases.TrainingSet([(ds.topics.tail(6), ds.qrels.tail(6))])
