@@ -69,6 +69,21 @@ def test_a_server_that_says_nothing_is_fingerprinted_by_a_canary(tmp_path):
         assert stub.requests == 1 and same.identity == first.identity
 
 
+def test_two_fine_tunes_behind_llama_server_never_share_answers(tmp_path):
+    """llama-server's /v1/models meta (parameters, size, vocabulary) is the same for two fine-tunes of one base at
+    one quantisation: the canary's answer joins it, so the second model never gets the first one's answers."""
+    meta = {"owned_by": "llamacpp", "meta": {"n_params": 135000000, "size": 100000000, "n_vocab": 49152}}
+    with OpenAIStub(answer_a, models_fields=meta) as stub:
+        port = stub.port
+        first = make(stub, tmp_path)
+        first.chat_many(MSGS)
+        assert first.identity_source == "/v1/models and canary answer" and "n_params" in first.identity
+    with OpenAIStub(answer_b, models_fields=meta, port=port) as stub:
+        other = make(stub, tmp_path)
+        assert other.chat_many(MSGS) == [answer_b(m) for m in MSGS] and other.usage.cache_hits == 0
+        assert other.identity != first.identity
+
+
 def test_an_alias_resolves_to_the_snapshot_the_server_reports(tmp_path):
     with OpenAIStub(answer_a, models_fields={}, served_model="local-2024-07-18") as stub:
         llm = make(stub, tmp_path)

@@ -10,8 +10,9 @@ served the old model's cached answers. :func:`resolve_identity` asks the server 
 2. a llama.cpp server on this machine (``llama_cpp.server`` or ``llama-server`` listening on a loopback port, same
    user, Linux): the GGUF file its process has mapped or was started with, by content hash
    (:func:`gguf_identity`, the identity :meth:`LlamaServer.llm` uses);
-3. what ``GET /v1/models`` says about the weights: vLLM's ``root`` / ``parent`` / ``max_model_len``,
-   llama-server's ``meta`` (parameter count, file size, vocabulary);
+3. what ``GET /v1/models`` says about the weights: vLLM's ``root`` / ``parent`` / ``max_model_len``;
+   llama-server's ``meta`` (parameter count, file size, vocabulary), which two fine-tunes of one base at one
+   quantisation share, goes on to the canary (4.) as well;
 4. otherwise one canary chat request (temperature 0, seed 0, a few tokens): the model name the response reports
    (a hosted alias resolves to its snapshot) joins the identity, and for llama.cpp servers, whose greedy decoding
    is deterministic, a hash of the answer too (so other weights give another identity). A server that still says
@@ -177,14 +178,16 @@ def resolve_identity(client, model: str, base_url: Optional[str], timeout: float
             if _unreachable(exc):
                 raise
     facts = _facts(entry)
-    if facts:
+    llama_cpp = entry.get("owned_by") in LLAMA_CPP_OWNERS
+    if facts and not llama_cpp:
         return Resolved(f"{base}|{facts}", "/v1/models")
     served, answer = _canary(client, model, timeout)
     identity = base if served == model else f"{base}|served={served}"
-    llama_cpp = entry.get("owned_by") in LLAMA_CPP_OWNERS
     if llama_cpp:
-        identity += "|canary=" + hashlib.sha256(answer.encode("utf8")).hexdigest()[:16]
-        return Resolved(identity, "canary answer")
+        # llama-server's meta (parameters, size, vocabulary) is the same for two fine-tunes of one base model at
+        # one quantisation: the canary's answer tells them apart
+        identity += (f"|{facts}" if facts else "") + "|canary=" + hashlib.sha256(answer.encode("utf8")).hexdigest()[:16]
+        return Resolved(identity, "/v1/models and canary answer" if facts else "canary answer")
     if served != model:
         return Resolved(identity, "the model name the server reports")
     return Resolved(identity, "name and address only", (
