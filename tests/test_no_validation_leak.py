@@ -189,3 +189,11 @@ def test_weights_from_precomputed_features_match(ds, index, tmp_path, monkeypatc
     shortcut = WeightedFuser.load(recipe.fitted_weights(ds, index, None, n=4, k=3, expert_k=2, feats=feats))
     assert shortcut.names == direct.names and shortcut.normalise == direct.normalise
     assert shortcut.weights.tolist() == direct.weights.tolist() and shortcut.fit_score == direct.fit_score
+    # features of other experts (here one column scaled) are refused, never cached as the recipe's fit
+    other = feats.assign(**{dp.fuser.names[0]: feats[dp.fuser.names[0]] * 0.5})
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path / "third"))
+    with pytest.raises(ValueError, match="not this recipe's features"):
+        recipe.fitted_weights(ds, index, None, n=4, k=3, expert_k=2, feats=other)
+    with pytest.raises(ValueError, match="not this recipe's features"):   # or of other candidates
+        recipe.fitted_weights(ds, index, None, n=4, k=3, expert_k=2, feats=feats[feats.groupby("qid").cumcount() > 0])
+    assert not list((tmp_path / "third").glob("models/fuser-*"))

@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Optional, Sequence, Tuple, Union
 
+import numpy as np
 import pandas as pd
 
 from pyterrier_tot._util import require_columns
@@ -124,6 +125,40 @@ def check_trained_on(path: Union[str, Path], topics: pd.DataFrame, ours: bool = 
                          "queries it stands for now (another tuning seed, training set or dataset version); "
                          "delete the folder to retrain it (or train into another folder: path= where the function "
                          "takes one)")
+
+
+def same_queries(feats: Optional[pd.DataFrame], tuning: pd.DataFrame, who: str, recompute=None,
+                 names: Sequence[str] = (), sample: int = 3) -> None:
+    """Refuse precomputed tuning features (``feats``) that would be cached as the recipe's fit but are not its own:
+    features of part of the slice, of other queries, of other texts of them, or (``recompute``: topics -> the
+    recipe's features of them) of other experts or candidates, checked on ``sample`` of its queries (``names``:
+    the feature columns compared)."""
+    if feats is None:
+        return
+    if set(feats["qid"].astype(str)) != set(tuning["qid"].astype(str)):
+        raise ValueError(f"{who}: feats must cover exactly the {len(tuning)} queries of the tuning slice, "
+                         f"got {feats['qid'].nunique()} queries")
+    col = "query_0" if "query_0" in feats else "query" if "query" in feats else None  # the text as first given
+    if col is not None:  # features of differently cleaned queries would be cached under the new texts' key
+        first = feats.drop_duplicates("qid")
+        got = pd.Series(first[col].to_numpy(), index=first["qid"].astype(str))
+        want = tuning.set_index(tuning["qid"].astype(str))["query"]
+        stale = [q for q in want.index if got.get(q) != want[q]]
+        if stale:
+            raise ValueError(f"{who}: feats were computed for other texts of {len(stale)} tuning queries "
+                             f"(e.g. {stale[:3]}); compute them again")
+    if recompute is not None and len(tuning):
+        qids = sorted(tuning["qid"].astype(str))[:sample]
+        some = tuning[tuning["qid"].astype(str).isin(qids)]
+        cols = ["qid", "docno", *names]
+        given = feats[cols].astype({"qid": str, "docno": str})
+        both = recompute(some)[cols].astype({"qid": str, "docno": str}).merge(
+            given[given["qid"].isin(qids)], on=["qid", "docno"], how="outer", suffixes=("", "_given"))
+        a, b = both[list(names)].to_numpy(dtype=float), both[[f"{c}_given" for c in names]].to_numpy(dtype=float)
+        if np.isnan(a).any() or np.isnan(b).any() or not np.allclose(a, b, atol=1e-5, rtol=1e-4):
+            raise ValueError(f"{who}: feats are not this recipe's features of the tuning slice (checked on "
+                             f"{len(some)} queries: other candidates or other expert scores); compute them with "
+                             "this recipe's experts, or leave feats out")
 
 
 def training_record(topics: pd.DataFrame) -> dict:

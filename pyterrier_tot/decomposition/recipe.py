@@ -77,6 +77,7 @@ from pyterrier_tot.decomposition.protocol import (  # noqa: F401
     check_not_trained_on_slice,
     complete_model,
     qid_fingerprint,
+    same_queries,
     text_fingerprint,
     train_data,
     training_info,
@@ -255,22 +256,7 @@ def _weights_path(ds_name: str, index, fine_tuned: FineTuned, n: int, seed: int,
     return cache_dir() / "models" / f"fuser-{ds_name}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
 
 
-def _same_queries(feats: Optional[pd.DataFrame], tuning: pd.DataFrame, who: str) -> None:
-    # a fit on part of the slice (or on other queries) must never be cached as the recipe's
-    if feats is None:
-        return
-    if set(feats["qid"].astype(str)) != set(tuning["qid"].astype(str)):
-        raise ValueError(f"{who}: feats must cover exactly the {len(tuning)} queries of the tuning slice, "
-                         f"got {feats['qid'].nunique()} queries")
-    col = "query_0" if "query_0" in feats else "query" if "query" in feats else None  # the text as first given
-    if col is not None:  # features of differently cleaned queries would be cached under the new texts' key
-        first = feats.drop_duplicates("qid")
-        got = pd.Series(first[col].to_numpy(), index=first["qid"].astype(str))
-        want = tuning.set_index(tuning["qid"].astype(str))["query"]
-        stale = [q for q in want.index if got.get(q) != want[q]]
-        if stale:
-            raise ValueError(f"{who}: feats were computed for other texts of {len(stale)} tuning queries "
-                             f"(e.g. {stale[:3]}); compute them again")
+_same_queries = same_queries  # (its older name)
 
 
 def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING_QUERIES,
@@ -293,7 +279,8 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
         return path
     dp = build_pipeline(index, fine_tuned, k=k, expert_k=expert_k, extra_experts=extra_experts, depth=None,
                         helpers=helpers)
-    _same_queries(feats, tuning, "fitted_weights")
+    same_queries(feats, tuning, "fitted_weights", lambda t: dp.fuser.features((dp.decomposer >> dp.candidates)(t)),
+                 dp.fuser.names)
     if feats is not None:
         names = dp.fuser.names
         frame = feats.drop(columns=names).assign(features=list(feats[names].to_numpy(dtype=float)))
@@ -382,9 +369,10 @@ def fitted_learned_fuser(dataset, index, fine_tuned: FineTuned = None, n: int = 
     fuser = LearnedFuser(list(experts.values()), names=list(experts), negation=neg)
     tuning, qrels = train_data(dataset, "tuning", n)
     check_not_trained_on_slice(fine_tuned_models(fine_tuned), dataset, n)
-    _same_queries(feats, tuning, "fitted_learned_fuser")
+    dp = build_pipeline(index, fine_tuned, k=k, expert_k=expert_k, depth=None)
+    same_queries(feats, tuning, "fitted_learned_fuser", lambda t: fuser.features((dp.decomposer >> dp.candidates)(t)),
+                 list(experts))
     if feats is None:
-        dp = build_pipeline(index, fine_tuned, k=k, expert_k=expert_k, depth=None)
         feats = fuser.features((dp.decomposer >> dp.candidates)(tuning))
     best, table = fuser.cross_validate(feats, qrels, grid) if len(grid) > 1 else (grid[0] if grid else {}, None)
     fuser.params.update(best)
