@@ -103,3 +103,15 @@ def test_default_experts_dense(index, topics):
     with pytest.warns(UserWarning):
         out = dp(topics)
     assert out[(out.qid == "q1") & (out["rank"] == 0)]["docno"].iloc[0] == "b2"
+
+
+def test_clues_kept_with_their_query_text_are_never_read_for_another_text(topics, clue_frame):
+    """A clue frame that keeps the request text (as LLM clue caches do) is checked against the queries it is read
+    for: the same qid with another text (another data set, another cleaning) is refused, naming the qid."""
+    kept = clue_frame.merge(topics[["qid", "query"]], on="qid")
+    out = ClueLookup(kept)(topics)
+    assert out.set_index("qid").loc["q1", "clue_title"] == "Spaceship Nine"
+    other = topics.assign(query=["a different request about whales"] + list(topics["query"].iloc[1:]))
+    with pytest.raises(ValueError, match=r"clues of 1 qid\(s\), e.g. \['q1'\]"):
+        ClueLookup(kept)(other)
+    assert len(ClueLookup(clue_frame)(other)) == len(other)  # no texts kept: nothing to compare

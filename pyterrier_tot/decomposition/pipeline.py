@@ -37,19 +37,27 @@ from pyterrier_tot.policy import check_index, check_query_frame, report_missing_
 
 class ClueLookup(pt.Transformer):
     """A decomposer that reads clues from a precomputed frame (e.g. a cached LLM clue JSONL) by ``qid``.
-    Queries absent from the frame get N/A clues (with a warning)."""
+    Queries absent from the frame get N/A clues (with a warning). Where the frame keeps the query text
+    (``query``), a query of the same qid with another text (another dataset's qid, a differently cleaned query) is
+    refused, naming it: its clues were read from another request."""
 
     def __init__(self, clues: pd.DataFrame, label: str = "cache"):
         require_columns(clues, ["qid"], "ClueLookup")
         cols = [c for c in (*CLUE_COLUMNS, YEAR_COLUMN) if c in clues.columns]
-        self.clues = clues[["qid", *cols]].copy()
-        self.clues["qid"] = self.clues["qid"].astype(str)
-        self.clues = self.clues.drop_duplicates("qid").set_index("qid")
+        first = clues.assign(qid=clues["qid"].astype(str)).drop_duplicates("qid")
+        self.texts = dict(zip(first["qid"], first["query"].astype(str))) if "query" in first.columns else {}
+        self.clues = first[["qid", *cols]].set_index("qid")
         self.label = label
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         pta.validate.query_frame(inp)
         check_query_frame(inp, repr(self), None)
+        col = "query_0" if "query_0" in inp.columns else "query" if "query" in inp.columns else None
+        if self.texts and col is not None:
+            other = [q for q, t in zip(inp["qid"].astype(str), inp[col].astype(str)) if self.texts.get(q, t) != t]
+            if other:
+                raise ValueError(f"{self!r}: the clues of {len(other)} qid(s), e.g. {other[:3]}, were extracted from "
+                                 "another query text (another data set's qids, or the queries cleaned differently)")
         out = inp.drop(columns=[c for c in self.clues.columns if c in inp.columns]).copy()
         missing = set(out["qid"].astype(str)) - set(self.clues.index)
         if missing:
