@@ -128,3 +128,45 @@ def test_a_dead_server_replays_under_the_identity_last_seen_there(tmp_path):
     assert (dead.usage.cache_hits, dead.usage.calls) == (1, 0)
     with pytest.raises(LLMConfigurationError, match="cannot reach"):
         dead.chat(MSGS[3])
+
+
+def test_answers_are_never_stored_under_an_identity_the_server_did_not_confirm(tmp_path, monkeypatch):
+    """The probe failed (a server still loading its model) and the identity fell back to the one last seen there;
+    another model answers now. Once a request gets through the identity is asked for again: the new model's
+    answers go under its own identity, never into the old model's cache; if it still cannot be confirmed, they are
+    not cached at all."""
+    import pyterrier_tot.llm.client as client
+    from pyterrier_tot.llm import identity as ident
+
+    meta_a = {"owned_by": "vllm", "root": "/models/a"}
+    with OpenAIStub(answer_a, models_fields=meta_a) as stub:
+        port = stub.port
+        first = make(stub, tmp_path)
+        first.chat_many(MSGS[:2])
+    real, calls = ident.resolve_identity, []
+
+    def loading_then_up(*a, **kw):  # the first probe fails as a loading server's would
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("503 loading model")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(ident, "resolve_identity", loading_then_up)
+    with OpenAIStub(answer_b, models_fields={"owned_by": "vllm", "root": "/models/b"}, port=port) as stub:
+        swapped = make(stub, tmp_path)
+        with pytest.warns(UserWarning, match="could not ask the server"):
+            assert swapped.chat(MSGS[3]) == answer_b(MSGS[3])
+        assert swapped.identity_source == "/v1/models" and swapped.identity != first.identity
+        again = make(stub, tmp_path)
+        assert again.chat(MSGS[3]) == answer_b(MSGS[3]) and again.usage.cache_hits == 1  # under b's identity
+    cache = client.LLMCache(tmp_path / "llm.sqlite3")
+    from pyterrier_tot.llm.cache import request_key
+
+    assert cache.get(request_key(first.identity, MSGS[3], first.params(), None)) is None  # a's cache untouched
+    monkeypatch.setattr(ident, "resolve_identity", lambda *a, **kw: (_ for _ in ()).throw(RuntimeError("503")))
+    with OpenAIStub(answer_b, models_fields={"owned_by": "vllm", "root": "/models/b"}, port=port) as stub:
+        unconfirmed = make(stub, tmp_path)
+        with pytest.warns(UserWarning, match="could not ask the server"):
+            assert unconfirmed.chat(MSGS[2]) == answer_b(MSGS[2])
+        assert unconfirmed.identity_source == "fallback"
+    assert cache.get(request_key(unconfirmed.identity, MSGS[2], first.params(), None)) is None

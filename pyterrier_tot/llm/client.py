@@ -9,33 +9,33 @@ Example::
     llm.usage                                            # calls, cache hits, retries, failures, tokens, seconds
 
 Settings: ``temperature`` (default 0), ``seed``, ``max_tokens``, a per-request ``timeout`` in seconds, up to
-``max_retries`` retries with exponential back-off and jitter on timeouts, connection errors, 429, 5xx and
-malformed responses (``Retry-After`` is honoured, capped at ``max_backoff``), and ``concurrency`` requests in
-flight. Answers go through a persistent :class:`~pyterrier_tot.llm.cache.LLMCache` (default
+``max_retries`` retries with exponential back-off and jitter on timeouts, connection errors, 429, 5xx and malformed
+responses (``Retry-After`` is honoured, capped at ``max_backoff``), and ``concurrency`` requests in flight. Answers
+go through a persistent :class:`~pyterrier_tot.llm.cache.LLMCache` (default
 ``$PYTERRIER_TOT_CACHE/llm_cache.sqlite3``; ``cache=False`` turns it off).
 
-A request that still fails after its retries yields ``None`` with a warning and ``usage.failures`` + 1; the
-calling stage turns that into N/A. Errors that would fail every request raise :class:`LLMConfigurationError`
-within seconds instead: a refused connection or a host name that does not resolve (after one retry
-``CONNECT_RETRY_DELAY`` later), a refused key or unknown model (401, 403, 404: no retry), a local server
-process that has died (``health_check``, which :meth:`LlamaServer.llm` sets). An answer cut short by the
-token limit (``finish_reason="length"``) that the caller's ``validate`` rejects is retried with twice the
-token budget (up to four times ``max_tokens``).
+A request that still fails after its retries yields ``None`` with a warning and ``usage.failures`` + 1; the calling
+stage turns that into N/A. Errors that would fail every request raise :class:`LLMConfigurationError` within seconds
+instead: a refused connection or a host name that does not resolve (after one retry ``CONNECT_RETRY_DELAY`` later),
+a refused key or unknown model (401, 403, 404: no retry), a local server process that has died (``health_check``,
+which :meth:`LlamaServer.llm` sets). An answer cut short by the token limit (``finish_reason="length"``) that the
+caller's ``validate`` rejects is retried with twice the token budget (up to four times ``max_tokens``); so is such
+an answer found in the cache.
 
-Circuit breaker: in ``chat_many``, after ``max_consecutive_failures`` requests in a row have failed after
-their retries, the batch stops and raises :class:`LLMUnavailableError` with the counts (asked, answered,
-failed, not sent) instead of turning every remaining request into N/A; answers already received are in the
-cache, so a rerun resumes. ``max_consecutive_failures=None`` turns it off.
+Circuit breaker: in ``chat_many``, after ``max_consecutive_failures`` requests in a row have failed after their
+retries, the batch stops and raises :class:`LLMUnavailableError` with the counts (asked, answered, failed, not sent)
+instead of turning every remaining request into N/A; answers already received are in the cache, so a rerun resumes.
+``max_consecutive_failures=None`` turns it off.
 
-Cache identity: the cache key holds ``identity``, which says *which model answers*, not only what it is
-called. Unless ``identity=...`` is given, the server is asked once per ``LLM``, at the first cached request
+Cache identity: the cache key holds ``identity``, which says *which model answers*, not only what it is called.
+Unless ``identity=...`` is given, the server is asked once per ``LLM``, at the first cached request
 (:mod:`pyterrier_tot.llm.identity`): the GGUF file's content hash for a llama.cpp server on this machine, the
 weights ``/v1/models`` reports (vLLM), or one canary request; a snapshot name on api.openai.com needs none.
-:meth:`LlamaServer.llm` passes the GGUF file's hash itself. ``identity_source`` says how it was found.
+:meth:`LlamaServer.llm` passes the GGUF file's hash itself. ``identity_source`` says how it was found. Answers are
+never cached under an identity the server did not confirm (a fallback: see the module).
 
 The API key is held by the HTTP client only: it is not part of the cache key, the cache rows, ``repr`` or any
-message (a server error that echoes it is scrubbed); user name and password in ``base_url`` are masked in
-``repr``.
+message (a server error that echoes it is scrubbed); user name and password in ``base_url`` are masked in ``repr``.
 """
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ class LLM:
             raise ValueError(f"LLM: identity must be a non-empty string, not {identity!r}")
         # what the cache key says answered: given, or asked of the server at the first cached request
         self._identity, self.identity_source = identity, ("given" if identity else None)
-        self._identity_lock = threading.Lock()
+        self._identity_lock, self._reasked = threading.Lock(), False  # (_reasked: see _settled)
         key = api_key or os.environ.get(ENV_API_KEY)
         if not key:
             if self.base_url is None:
@@ -146,17 +146,11 @@ class LLM:
         self.max_backoff = check_number(max_backoff, "max_backoff", "LLM", low=0.0)
         self.concurrency = check_int(concurrency, "concurrency", "LLM")
         self.max_consecutive_failures = int(max_consecutive_failures) if max_consecutive_failures else None
-        self.verbose = verbose
-        # called after a connection error: a message means the backend is gone for good (no retries)
-        self.health_check = health_check
-        if cache is True:
-            self.cache: Optional[LLMCache] = LLMCache(cache_dir() / "llm_cache.sqlite3")
-        elif cache is False or cache is None:
-            self.cache = None
-        elif isinstance(cache, LLMCache):
-            self.cache = cache
-        else:
-            self.cache = LLMCache(cache)
+        # health_check: called after a connection error; a message means the backend is gone for good (no retries)
+        self.verbose, self.health_check = verbose, health_check
+        self.cache: Optional[LLMCache] = (
+            LLMCache(cache_dir() / "llm_cache.sqlite3") if cache is True else None if cache is False or cache is None
+            else cache if isinstance(cache, LLMCache) else LLMCache(cache))
         import openai
         self._openai = openai
         # retries are ours (counted, with jitter); the client's own are off
@@ -294,9 +288,20 @@ class LLM:
                 time.sleep(CONNECT_RETRY_DELAY if unreachable else self._delay(attempt, exc))
                 continue
             self._count(prompt_tokens=ptok, completion_tokens=ctok)
-            if self.cache is not None:
-                self.cache.put(key, self.identity, answer, ptok, ctok)
+            if self.cache is not None and self._settled():  # never stored under a model the server did not confirm
+                self.cache.put(request_key(self.identity, messages, params, prompt_version), self.identity, answer,
+                               ptok, ctok)
             return answer
+
+    def _settled(self) -> bool:
+        """Whether the server confirmed the identity: a fallback one (it could not be asked when the LLM was made)
+        is asked for again once, after a request got through; unconfirmed, new answers are not cached."""
+        with self._identity_lock:
+            if self.identity_source == "fallback" and not self._reasked:
+                self._reasked = True
+                found = identity_of(self._client, self.model, self.base_url, self.cache, self.timeout)
+                self._identity, self.identity_source = found.identity, found.source
+        return self.identity_source != "fallback"
 
     def chat_many(self, requests: Sequence[Messages], prompt_version: Union[None, str, Sequence[str]] = None,
                   desc: str = "LLM", validate: Optional[Callable[[str], bool]] = None,
