@@ -29,6 +29,8 @@ import pyterrier as pt
 
 from pyterrier_tot._util import require_columns
 from pyterrier_tot.bars import bar as progress_bar
+from pyterrier_tot.corpus_identity import EXTRA_FIELDS, frame_fingerprint  # noqa: F401  (re-exported)
+from pyterrier_tot.corpus_identity import cell as _cell
 from pyterrier_tot.datasets.books import BOOK_FIELDS, Book, books_to_frame, parse_year
 from pyterrier_tot.errors import StreamedCorpusError, ToTError, UnknownDocnoError  # noqa: F401  (re-exported)
 from pyterrier_tot.policy import unknown_docnos
@@ -89,31 +91,28 @@ def book_frame(books) -> Tuple[pd.DataFrame, str]:
     return books_to_frame(b if isinstance(b, Book) else Book.from_dict(b) for b in books), "books"
 
 
-#: Book fields besides title and text that experts read (the url is a link, never scored): part of a corpus's
-#: fingerprint wherever a corpus fills any of them.
-EXTRA_FIELDS = tuple(f for f in BOOK_FIELDS if f not in ("title", "text", "url"))
+def read_stored(folder: Path, columns=None) -> pd.DataFrame:
+    """The corpus frame an index folder holds (its ``corpus.jsonl``, typed)."""
+    with open(Path(folder) / CORPUS_FILE, encoding="utf8") as f:
+        return typed_frame([json.loads(line) for line in f if line.strip()], columns)
 
 
-def _cell(value, field: str = "") -> str:
-    if field == "year":  # 1996, 1996.0 and "1996" are one year
-        value = parse_year(value)
-    return "" if value is None or (not isinstance(value, str) and pd.isna(value)) else str(value)
-
-
-def frame_fingerprint(corpus: pd.DataFrame, legacy: bool = False) -> str:
-    """The corpus's identity: its docnos, titles and texts, and the other book fields experts read (author, genres,
-    year, cover) where any book has one, so a loader that fixes an author or a year makes another corpus (its
-    indexes and fitted weights are not reused). A corpus of titles and texts alone keeps the fingerprint it always
-    had; ``legacy``: the fingerprint of titles and texts alone (what folders built before the other fields counted
-    recorded)."""
-    digest = hashlib.sha1(
-        "\n".join(corpus["docno"]).encode() + str(len(corpus)).encode()
-        + hashlib.sha1(pd.util.hash_pandas_object(corpus[["title", "text"]], index=False).values.tobytes()).digest())
-    extra = pd.DataFrame({f: [_cell(v, f) for v in corpus[f]] for f in EXTRA_FIELDS if f in corpus.columns})
-    if not legacy and len(extra.columns) and (extra != "").to_numpy().any():
-        digest.update(b"fields:" + ",".join(extra.columns).encode()
-                      + pd.util.hash_pandas_object(extra, index=False).values.tobytes())
-    return digest.hexdigest()[:16]
+def folder_of(corpus: pd.DataFrame, folder_for: Callable[[str], Path]) -> Tuple[Path, str]:
+    """(the index folder of ``corpus``, its fingerprint): ``folder_for(fingerprint)``, except that a folder built
+    before the other book fields counted (recording the titles-and-texts fingerprint) that holds this very corpus,
+    other fields included, is kept with the fingerprint it recorded, so its sub-indexes and fitted weights stay
+    valid instead of being rebuilt."""
+    fingerprint, legacy = frame_fingerprint(corpus), frame_fingerprint(corpus, legacy=True)
+    old = folder_for(legacy)
+    if legacy != fingerprint and (old / CORPUS_FILE).is_file() and (old / "pt_meta.json").is_file():
+        try:
+            meta = json.loads((old / "pt_meta.json").read_text(encoding="utf8"))
+            if meta.get("fingerprint") == legacy:
+                if frame_fingerprint(read_stored(old, meta.get("columns"))) == fingerprint:
+                    return old, legacy
+        except (OSError, ValueError, AttributeError):  # unreadable: built again as usual
+            pass
+    return folder_for(fingerprint), fingerprint
 
 
 # ---------------------------------------------------------------------- choosing and reading a stream

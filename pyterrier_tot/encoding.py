@@ -18,6 +18,7 @@ is the same (same folder, same ``pt_meta.json``), so the retrievers built on it 
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Iterator, List, Optional, Sequence
 
 import numpy as np
@@ -72,10 +73,21 @@ def encoder_model(model: Optional[str], encoder=None) -> Optional[str]:
                          "which names the index folder of its vectors")
     if model is None:
         return None if canonical_model(named) == canonical_model(None) else str(named)
-    if canonical_model(model) != canonical_model(named):
+    where = _resolved(model) if canonical_model(model) != canonical_model(named) else None
+    if canonical_model(model) != canonical_model(named) and (where is None or where != _resolved(named)):
         raise ValueError(f"model={model!r} but the encoder passed runs {named!r}: its vectors would be filed under "
                          f"{model!r}; pass the matching model, or leave model out")
     return model
+
+
+def _resolved(name) -> Optional[str]:
+    """Where ``name`` loads from (a hub name and the local folder it resolves to are one model), or None."""
+    from pyterrier_tot.models import resolve_model
+
+    try:
+        return str(Path(resolve_model(name)).expanduser().resolve())
+    except Exception:  # noqa: BLE001 - not loadable here: compared by name only
+        return None
 
 
 def encoder_for(model: Optional[str], encoder=None, precision: Optional[str] = None):

@@ -122,9 +122,10 @@ class BookIndex(BookCorpus, ToTArtifact):
             dups = frame.loc[frame["docno"].duplicated(), "docno"].tolist()[:5]
             raise ValueError(f"BookIndex: duplicate docnos in the corpus, e.g. {dups}")
         corpus = frame.reset_index(drop=True)
-        fingerprint = _fingerprint(corpus)
         name = name or default_name
-        super().__init__(Path(path) if path else cache_dir() / "indexes" / f"{_slug(name)}-{fingerprint}")
+        folder, fingerprint = cs.folder_of(corpus, (lambda fp: Path(path)) if path else (
+            lambda fp: cache_dir() / "indexes" / f"{_slug(name)}-{fp}"))
+        super().__init__(folder)
         self._set_corpus(corpus, name, fingerprint)
         self._save_corpus()
 
@@ -138,8 +139,7 @@ class BookIndex(BookCorpus, ToTArtifact):
             self._attach_store(meta, name)
             return
         try:
-            with open(path / CORPUS_FILE, encoding="utf8") as f:
-                corpus = cs.typed_frame([json.loads(line) for line in f if line.strip()], meta.get("columns"))
+            corpus = cs.read_stored(path, meta.get("columns"))
         except (OSError, ValueError) as e:
             raise art.damaged(path, CORPUS_FILE, e, "ptt.BookIndex(dataset, path=...)") from None
         legacy = _fingerprint(corpus, legacy=True)  # what a folder built before the other book fields counted holds

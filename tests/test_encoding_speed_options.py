@@ -140,3 +140,11 @@ def test_an_encoder_files_its_vectors_under_its_own_model(index, tmp_path):
         index.dense_scorer(encoder=types.SimpleNamespace())
     q = pd.DataFrame({"qid": ["1"], "query": ["a lighthouse ghost"]})
     pd.testing.assert_frame_equal(index.dense(encoder=other)(q), index.dense(str(tmp_path / "ft"))(q))
+
+
+def test_a_model_named_by_its_folder_or_its_hub_name_is_one_model(index):
+    """``model=`` the local folder a hub name resolves to, with the encoder of that hub name: the same model."""
+    from pyterrier_tot.models import resolve_model
+
+    folder = resolve_model(None)
+    assert index.flex_index(folder, encoder=load_biencoder()).index_path == index.flex_index(folder).index_path

@@ -166,7 +166,7 @@ def test_answers_are_never_stored_under_an_identity_the_server_did_not_confirm(t
     monkeypatch.setattr(ident, "resolve_identity", lambda *a, **kw: (_ for _ in ()).throw(RuntimeError("503")))
     with OpenAIStub(answer_b, models_fields={"owned_by": "vllm", "root": "/models/b"}, port=port) as stub:
         unconfirmed = make(stub, tmp_path)
-        with pytest.warns(UserWarning, match="could not ask the server"):
+        with pytest.warns(UserWarning, match="new answers are not cached until it does"):
             assert unconfirmed.chat(MSGS[2]) == answer_b(MSGS[2])
         assert unconfirmed.identity_source == "fallback"
     assert cache.get(request_key(unconfirmed.identity, MSGS[2], first.params(), None)) is None

@@ -115,3 +115,9 @@ def test_clues_kept_with_their_query_text_are_never_read_for_another_text(topics
     with pytest.raises(ValueError, match=r"clues of 1 qid\(s\), e.g. \['q1'\]"):
         ClueLookup(kept)(other)
     assert len(ClueLookup(clue_frame)(other)) == len(other)  # no texts kept: nothing to compare
+    # after a rewriter (query_0 keeps the original) the clues saved with the rewritten text are read back
+    import pyterrier as pt
+
+    rewritten = pt.model.push_queries(topics.copy(), inplace=False).assign(query=lambda d: d["query_0"] + " book")
+    saved = clue_frame.merge(rewritten[["qid", "query"]], on="qid")
+    assert ClueLookup(saved)(rewritten).set_index("qid").loc["q1", "clue_title"] == "Spaceship Nine"

@@ -107,6 +107,11 @@ def test_the_corpus_fingerprint_counts_the_fields_experts_read(tiny_frame, tmp_p
     legacy = frame_fingerprint(again.corpus, legacy=True)
     (tmp_path / "i" / "pt_meta.json").write_text(json.dumps({**meta, "fingerprint": legacy}))
     assert ptt.BookIndex(str(tmp_path / "i")).fingerprint == legacy
+    with warnings.catch_warnings():  # and from the books: the same corpus, kept with what it recorded (no rebuild)
+        warnings.simplefilter("error")
+        assert ptt.BookIndex(fixed, path=tmp_path / "i").fingerprint == legacy
+    with pytest.warns(UserWarning, match="rebuilding"):  # another author than the folder holds: built again
+        assert ptt.BookIndex(tiny_frame, path=tmp_path / "i").fingerprint == idx.fingerprint
 
 
 def test_a_streamed_corpus_fingerprint_counts_the_same_fields(tiny_frame, tmp_path):

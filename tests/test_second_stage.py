@@ -54,7 +54,8 @@ def test_recipe_cross_encoder_trains_from_the_base_and_is_cached(index, tmp_path
     info = json.loads((tmp_path / "models" / path.rsplit("/", 1)[-1] / "pyterrier_tot_training.json").read_text())
     assert info["init"] == str(base) and info["mined_from"] == "recipe top 3" and info["steps"] == 1
     assert second_stage.recipe_cross_encoder(ds, index, train=False, **kw) == path      # cached, not retrained
-    assert info["mined_by"] == repr(kw["pipeline"])
+    assert info["mined_by"] == repr(kw["pipeline"]) and info["mined_by_default"] is False
+    assert second_stage.recipe_cross_encoder(ds, index, train=False, **{**kw, "pipeline": index.dense()}) == path
     for other in (index.bm25(), None):  # another miner (or the default) never gets this one's model back
         with pytest.raises(ValueError, match="learnt from negatives ranked by"):
             second_stage.recipe_cross_encoder(ds, index, train=False, **{**kw, "pipeline": other})

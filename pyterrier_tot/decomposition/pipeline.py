@@ -52,9 +52,8 @@ class ClueLookup(pt.Transformer):
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         pta.validate.query_frame(inp)
         check_query_frame(inp, repr(self), None)
-        col = "query_0" if "query_0" in inp.columns else "query" if "query" in inp.columns else None
-        if self.texts and col is not None:
-            other = [q for q, t in zip(inp["qid"].astype(str), inp[col].astype(str)) if self.texts.get(q, t) != t]
+        if self.texts and "query" in inp.columns:  # the text the decomposer saw, beside the text it is read for
+            other = [q for q, t in zip(inp["qid"].astype(str), inp["query"].astype(str)) if self.texts.get(q, t) != t]
             if other:
                 raise ValueError(f"{self!r}: the clues of {len(other)} qid(s), e.g. {other[:3]}, were extracted from "
                                  "another query text (another data set's qids, or the queries cleaned differently)")

@@ -157,8 +157,8 @@ def same_queries(feats: Optional[pd.DataFrame], tuning: pd.DataFrame, who: str, 
         a, b = both[list(names)].to_numpy(dtype=float), both[[f"{c}_given" for c in names]].to_numpy(dtype=float)
         if np.isnan(a).any() or np.isnan(b).any() or not np.allclose(a, b, atol=1e-5, rtol=1e-4):
             raise ValueError(f"{who}: feats are not this recipe's features of the tuning slice (checked on "
-                             f"{len(some)} queries: other candidates or other expert scores); compute them with "
-                             "this recipe's experts, or leave feats out")
+                             f"{len(some)} queries: other candidates or other expert scores, or ties at the candidate "
+                             "cut-off broken otherwise); compute them with this recipe's experts, or leave feats out")
 
 
 def training_record(topics: pd.DataFrame) -> dict:

@@ -153,19 +153,24 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
         return None
     out = model_dir(base_path, **s)
     rest = train_data(dataset, "rest", n)[0]
-    mined_by = "the base's recipe" if pipeline is None else repr(pipeline)  # what ranks the negatives
+    def default_miner():  # mined as designed: the base's recipe alone
+        return recipe.tuned_pipeline(dataset, index, base=base, verbose=verbose, n=n, train_settings=train_settings,
+                                     helpers=())
+
     if complete_model(out):
         check_trained_on(out, rest, ours=True)  # one trained on other queries or texts is refused
-        found = training_info(out).get("mined_by", mined_by)  # (older folders did not record it)
-        if found != mined_by:
-            raise ValueError(f"the cached cross-encoder {out} learnt from negatives ranked by {found[:200]}, not by "
-                             f"{mined_by[:200]}; delete the folder to train it from this pipeline's")
+        info = training_info(out)  # what ranked its negatives (older folders did not record it)
+        found = info.get("mined_by")
+        if found is not None and not (pipeline is None and info.get("mined_by_default")):
+            wanted = repr(pipeline if pipeline is not None else default_miner())
+            if found != wanted:
+                raise ValueError(f"the cached cross-encoder {out} learnt from negatives ranked by {found[:200]}, not "
+                                 f"by {wanted[:200]}; delete the folder to train it from this pipeline's")
         return str(out)
     if not train:
         return None
-    if pipeline is None:
-        pipeline = recipe.tuned_pipeline(dataset, index, base=base, verbose=verbose, n=n,  # mined as designed:
-                                         train_settings=train_settings, helpers=())  # the base's recipe alone
+    mined_by_default = pipeline is None
+    pipeline = default_miner() if pipeline is None else pipeline
     groups = recipe_groups(dataset, index, pipeline, s["n_negatives"], s["mine_depth"], n=n, run=run)
     if verbose:
         print(f"training the recipe's cross-encoder ({dataset_tag(dataset)}) on {len(groups)} groups into {out}")
@@ -173,7 +178,8 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
                         lr=s["lr"], head_lr=s["head_lr"], batch_queries=s["batch_queries"], max_length=s["max_length"],
                         max_query_tokens=s["max_query_tokens"], max_steps=s["max_steps"], show_progress_bar=verbose,
                         extra_metadata={"mined_from": f"recipe top {s['mine_depth']}", "init": str(base_path),
-                                        "mined_by": mined_by, **training_record(rest)})
+                                        "mined_by": repr(pipeline), "mined_by_default": mined_by_default,
+                                        **training_record(rest)})
     return str(out)
 
 

@@ -39,7 +39,6 @@ message (a server error that echoes it is scrubbed); user name and password in `
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import random
@@ -63,6 +62,7 @@ from pyterrier_tot.llm.endpoint import (  # noqa: F401  (default_identity, OPENA
     default_identity,
 )
 from pyterrier_tot.llm.identity import identity_of
+from pyterrier_tot.llm.usage import LLMUsage
 from pyterrier_tot.policy import check_int, check_number
 
 Messages = List[Dict[str, str]]
@@ -74,30 +74,8 @@ ENV_MODEL = "PYTERRIER_TOT_LLM_MODEL"
 
 #: Seconds before the one retry of a request whose connection was refused or whose host did not resolve.
 CONNECT_RETRY_DELAY = 1.0
-
-
-@dataclasses.dataclass
-class LLMUsage:
-    """Counters of one :class:`LLM` (``llm.usage``; ``llm.reset_usage()`` zeroes them).
-
-    ``requests``: answers asked for; ``calls``: HTTP requests actually sent (retries included);
-    ``cache_hits``: answers served from the cache; ``retries``; ``failures``: requests given up on;
-    ``truncated``: answers cut short by the token limit that the caller could not use (each retried);
-    ``prompt_tokens`` / ``completion_tokens``: over every answer delivered, cached ones included (so per-query
-    costs are comparable between a fresh and a cached run); ``seconds``: wall time inside ``chat``/``chat_many``.
-    """
-    requests: int = 0
-    calls: int = 0
-    cache_hits: int = 0
-    retries: int = 0
-    failures: int = 0
-    truncated: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-
-    def as_dict(self) -> Dict[str, Union[int, float]]:
-        return dataclasses.asdict(self)
+#: Seconds between two attempts to confirm a fallback identity (see ``LLM._settled``).
+REASK_SECONDS = 30.0
 
 
 def _first_token_logprobs(choice) -> Dict[str, float]:
@@ -130,7 +108,7 @@ class LLM:
             raise ValueError(f"LLM: identity must be a non-empty string, not {identity!r}")
         # what the cache key says answered: given, or asked of the server at the first cached request
         self._identity, self.identity_source = identity, ("given" if identity else None)
-        self._identity_lock, self._reasked = threading.Lock(), False  # (_reasked: see _settled)
+        self._identity_lock, self._reasked, self._unconfirmed_said = threading.Lock(), float("-inf"), False
         key = api_key or os.environ.get(ENV_API_KEY)
         if not key:
             if self.base_url is None:
@@ -294,13 +272,20 @@ class LLM:
             return answer
 
     def _settled(self) -> bool:
-        """Whether the server confirmed the identity: a fallback one (it could not be asked when the LLM was made)
-        is asked for again once, after a request got through; unconfirmed, new answers are not cached."""
+        """Whether the server confirmed the identity. A fallback one (the server could not be asked when the LLM was
+        made) is asked for again after a request got through, at most every ``REASK_SECONDS``; until confirmed, new
+        answers are not cached (said once, in a warning)."""
         with self._identity_lock:
-            if self.identity_source == "fallback" and not self._reasked:
-                self._reasked = True
+            if self.identity_source == "fallback" and time.monotonic() - self._reasked >= REASK_SECONDS:
+                self._reasked = time.monotonic()
                 found = identity_of(self._client, self.model, self.base_url, self.cache, self.timeout)
                 self._identity, self.identity_source = found.identity, found.source
+                if found.warning and found.source != "fallback":
+                    warnings.warn(self._scrub(f"{self!r}: {found.warning}"), stacklevel=4)
+            if self.identity_source == "fallback" and not self._unconfirmed_said:
+                self._unconfirmed_said = True
+                warnings.warn(f"{self!r}: the server has not confirmed which model answers; new answers are not "
+                              "cached until it does", stacklevel=4)
         return self.identity_source != "fallback"
 
     def chat_many(self, requests: Sequence[Messages], prompt_version: Union[None, str, Sequence[str]] = None,
@@ -386,8 +371,9 @@ class LLM:
 
     def _breaker_error(self, asked: int, done: List[int], failed: List[str]) -> LLMUnavailableError:
         not_sent = asked - len(done) - len(failed)
-        where = f"they are cached in {self.cache.path}, so a rerun resumes" if self.cache is not None else \
-            "the cache is off, so a rerun asks again"
+        where = ("the cache is off, so a rerun asks again" if self.cache is None else "none is cached (the server has "
+                 "not confirmed which model answers), so a rerun asks again" if self.identity_source == "fallback"
+                 else f"they are cached in {self.cache.path}, so a rerun resumes")
         return LLMUnavailableError(
             f"{self!r}: {self.max_consecutive_failures} requests in a row failed after their retries (last error: "
             f"{failed[-1]}), so the batch stopped instead of writing N/A for the rest: asked {asked}, answered "
