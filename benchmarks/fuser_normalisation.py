@@ -134,6 +134,23 @@ def section(dp_default, unfitted, raw, weights: dict, tail: pd.DataFrame, topics
     return rows(runs, topics, qrels, "default (min-max, as shipped)")
 
 
+def tables(p: dict) -> list:
+    """The markdown of the validation and BIRCO sections (``p["sections"]``, ``p["n"]``), each row tested against
+    the default (as :func:`rows` leaves them)."""
+    lines: list = []
+    cols = ["system", "R@1", "R@5", "R@10", "R@20", "R@100", "R@1000", "MRR", "nDCG@10", "+/- R@5", "p R@5",
+            "+/- MRR", "p MRR"]
+    for tag, title in (("validation", "Validation (reported, not used)"), ("birco", "BIRCO dev (nothing fitted)")):
+        df = pd.DataFrame(p["sections"][tag])
+        for c in ("p R@5", "p MRR", "+/- R@5", "+/- MRR"):
+            df[c] = [("-" if pd.isna(v) else f"{v:.3f}" if isinstance(v, float) else v)
+                     for v in df.get(c, pd.Series([None] * len(df)))]
+        lines += [f"## {title}, {p['n'][tag]} queries", "",
+                  "+/-: queries up / down against the default; p: paired t-test against the default.", "",
+                  md_table(df[[c for c in cols if c in df.columns]]), ""]
+    return lines
+
+
 def markdown(p: dict) -> str:
     lines = ["# How the recipe's fuser puts its experts on one scale", "",
              "Min-max (the default), z-scores and reciprocal ranks (RRF, 1 / (60 + rank)), each fitted as the recipe "
@@ -147,33 +164,34 @@ def markdown(p: dict) -> str:
              f"**{'yes' if p['reproduces'] else 'no'}**.", "",
              "## Tuning slice, 5-fold cross-validation (the choice)", "",
              md_table(pd.DataFrame([{"normalisation": m, **c} for m, c in p["cv"].items()]), "{:.4f}"), ""]
-    cols = ["system", "R@1", "R@5", "R@10", "R@20", "R@100", "R@1000", "MRR", "nDCG@10", "+/- R@5", "p R@5",
-            "+/- MRR", "p MRR"]
-    for tag, title in (("validation", "Validation (reported, not used)"), ("birco", "BIRCO dev (nothing fitted)")):
-        df = pd.DataFrame(p["sections"][tag])
-        for c in ("p R@5", "p MRR", "+/- R@5", "+/- MRR"):
-            df[c] = [("-" if pd.isna(v) else f"{v:.3f}" if isinstance(v, float) else v)
-                     for v in df.get(c, pd.Series([None] * len(df)))]
-        lines += [f"## {title}, {p['n'][tag]} queries", "",
-                  "+/-: queries up / down against the default; p: paired t-test against the default.", "",
-                  md_table(df[[c for c in cols if c in df.columns]]), ""]
-    lines += ["Weights fitted on the whole tuning slice: " + "; ".join(
-        f"{m}: " + ", ".join(f"{n} {w:.3g}" for n, w in zip(p["names"], ws)) for m, ws in p["weights"].items()), "",
+    return "\n".join(lines + tables(p) + closing(p, lambda m: p["names"], NAME))
+
+
+def closing(p: dict, names_of, script: str) -> list:
+    """The markdown's last lines: each row's weights fitted on the whole slice (``names_of(row)``: its experts),
+    the run's seconds and how to re-render it."""
+    return ["Weights fitted on the whole tuning slice: " + "; ".join(
+        f"{k}: " + ", ".join(f"{n} {w:.3g}" for n, w in zip(names_of(k), ws)) for k, ws in p["weights"].items()), "",
         f"{p['seconds']:.0f} s on two CPU cores (the experts' raw scores: {p['raw_seconds']:.0f} s). "
-        "Re-render: `python benchmarks/fuser_normalisation.py --render`.", ""]
-    return "\n".join(lines)
+        f"Re-render: `python benchmarks/{script}.py --render`.", ""]
+
+
+def begin(name: str, markdown, doc: str):
+    """None after ``--render`` (the markdown rewritten from the committed JSON), else (the start time, the
+    Reddit-TOMT dataset, its index)."""
+    if parse_or_render(argparse.ArgumentParser(description=doc.split("\n\n")[0]), name, markdown) is None:
+        return None
+    return (time.time(), *reddit())
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    args = parse_or_render(ap, NAME, markdown)
-    if args is None:
+    started = begin(NAME, markdown, __doc__)
+    if started is None:
         return
     import pyterrier_tot as ptt
     from pyterrier_tot.decomposition import recipe
 
-    t0 = time.time()
-    ds, index = reddit()
+    t0, ds, index = started
     dp, unfitted, fine, (helpers, extra) = default_parts(ds, index)
     names, init, floor = unfitted.fuser.names, unfitted.fuser.weights, recipe.base_names(fine)
     if list(names) != list(dp.fuser.names):
