@@ -176,6 +176,24 @@ def test_reddit_tuning_slice_is_fixed_and_disjoint_from_validation(reddit):
     assert not set(recipe.training_rest(train)["qid"]) & (set(val["qid"]) | set(tuning["qid"]))
 
 
+def test_a_fuser_on_z_scores_is_fitted_under_its_own_key_and_keeps_its_scale(ds, index):
+    """``normalise="zscore"`` fits the recipe's weights on z-scored experts under a key of its own (the min-max
+    default's is untouched) and the saved weights carry the scale, so the pipeline scores as it was fitted."""
+    from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
+
+    plain = recipe.fitted_weights(ds, index, None, n=4, k=3, expert_k=2)
+    z = recipe.fitted_weights(ds, index, None, n=4, k=3, expert_k=2, normalise="zscore")
+    assert z != plain and WeightedFuser.load(z).normalise[0] == "zscore"
+    assert WeightedFuser.load(plain).normalise[0] == "minmax"
+    assert recipe.fitted_weights(ds, index, None, n=4, k=3, expert_k=2) == plain  # the default's key as it was
+    dp = recipe.build_pipeline(index, None, k=3, expert_k=2, weights=z)
+    tuning, _ = recipe.train_data(ds, "tuning", 4)
+    cands = (dp.decomposer >> dp.candidates)(tuning)
+    assert dp.fuser.normalise[0] == "zscore"
+    feats = dp.fuser.features(cands)
+    assert abs(feats.groupby("qid")[dp.fuser.names[0]].mean()).max() < 1e-9  # z-scored within each query
+
+
 def test_weights_from_precomputed_features_match(ds, index, tmp_path, monkeypatch):
     """fitted_weights(feats=...) (the benchmark's shortcut) fits the same weights as running the experts."""
     from pyterrier_tot.decomposition.learned_fuser import LearnedFuser

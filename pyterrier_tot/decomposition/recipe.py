@@ -186,13 +186,16 @@ def _with_extra(experts: Dict[str, pt.Transformer],
 def build_pipeline(index, fine_tuned: FineTuned = None, decomposer: Optional[pt.Transformer] = None,
                    weights=None, k: int = BASE_K, expert_k: int = EXPERT_K,
                    extra_experts: Optional[Dict[str, pt.Transformer]] = None,
-                   depth: Optional[int] = DEPTH, helpers: Optional[Dict[str, str]] = None) -> DecompositionPipeline:
+                   depth: Optional[int] = DEPTH, helpers: Optional[Dict[str, str]] = None,
+                   normalise: str = "minmax") -> DecompositionPipeline:
     """decomposer (default the rule extractor) >> candidates >> the recipe's experts >> fuser (``weights``: a
     dict, a list or a saved fuser; default all 1), then the rest of the base's ranking below the fused
     candidates up to ``depth`` books per query (``None``: the fused candidates only). ``fine_tuned``: a model
     folder or {expert name: folder}. ``extra_experts``: more name → scorer-mode experts (e.g. a generative
     retriever's scores) that the fuser weighs beside the recipe's own; they do not add candidates. ``helpers``:
-    {expert name: folder} of fine-tuned second-opinion models (see :func:`recipe_experts`)."""
+    {expert name: folder} of fine-tuned second-opinion models (see :func:`recipe_experts`). ``normalise``: how the
+    fuser puts the experts on one scale (``minmax``, the default, or ``zscore``, ``rr``; saved weights keep their
+    own)."""
     from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor
 
     experts, base_name, cands = recipe_experts(index, fine_tuned, helpers)
@@ -201,7 +204,7 @@ def build_pipeline(index, fine_tuned: FineTuned = None, decomposer: Optional[pt.
     names = list(fine_tuned_models(fine_tuned)) or [base_name]
     dp = decomposition_pipeline(index, decomposer if decomposer is not None else RuleClueExtractor(),
                                 experts=experts, base=candidate_base(experts, names, k), k=k, expert_k=expert_k,
-                                candidate_experts=cands, weights=weights)
+                                candidate_experts=cands, weights=weights, normalise=normalise)
     if depth is not None and depth > k:
         dp.tail, dp.depth = candidate_base(experts, names, depth), int(depth)
     return dp
@@ -234,7 +237,8 @@ def tuning_data(dataset, n: int = TUNING_QUERIES) -> Tuple[pd.DataFrame, pd.Data
 
 def _weights_path(ds_name: str, index, fine_tuned: FineTuned, n: int, seed: int, k: int, expert_k: int,
                   extra_experts: Optional[Dict[str, pt.Transformer]] = None, bags: int = FIT_BAGS,
-                  helpers: Optional[Dict[str, str]] = None, tuning_text: Optional[str] = None) -> Path:
+                  helpers: Optional[Dict[str, str]] = None, tuning_text: Optional[str] = None,
+                  normalise: str = "minmax") -> Path:
     # the corpus fingerprint is part of the key: weights fitted on one corpus are not reused for another
     parts = [ds_name, getattr(index, "fingerprint", None), _models_key(fine_tuned), n, seed, k, expert_k, FIT_METRIC,
              {"floor": base_names(fine_tuned), "date": _date_acts(index), "floor_metric": FLOOR_METRIC},
@@ -252,6 +256,8 @@ def _weights_path(ds_name: str, index, fine_tuned: FineTuned, n: int, seed: int,
         parts.append({"bags": int(bags), "bag_seed": 0})
     if extra_experts:  # absent for the plain recipe
         parts.append({name: repr(e) for name, e in extra_experts.items()})
+    if normalise != "minmax":  # absent for the default scale
+        parts.append({"normalise": normalise})
     key = json.dumps(parts)
     return cache_dir() / "models" / f"fuser-{ds_name}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
 
@@ -263,7 +269,7 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
                    seed: int = TUNING_SEED, k: int = BASE_K, expert_k: int = EXPERT_K, refit: bool = False,
                    verbose: bool = False, feats: Optional[pd.DataFrame] = None,
                    extra_experts: Optional[Dict[str, pt.Transformer]] = None, bags: int = FIT_BAGS,
-                   helpers: Optional[Dict[str, str]] = None) -> Path:
+                   helpers: Optional[Dict[str, str]] = None, normalise: str = "minmax") -> Path:
     """The saved fuser of the recipe: weights fitted (coordinate ascent on :data:`FIT_METRIC` with the base as a
     floor, the mean over ``bags`` bootstrap resamples; ``bags=0``: one ascent) on the tuning slice with rule
     clues, reused from the cache unless ``refit``. Returns the path for ``decomposition_pipeline(weights=...)``.
@@ -274,11 +280,11 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
     tuning, qrels = train_data(dataset, "tuning", n, seed)
     check_not_trained_on_slice({**fine_tuned_models(fine_tuned), **(helpers or {})}, dataset, n, seed)
     path = _weights_path(dataset.name, index, fine_tuned, n, seed, k, expert_k, extra_experts, bags, helpers,
-                         text_fingerprint(tuning))
+                         text_fingerprint(tuning), normalise)
     if path.exists() and not refit:
         return path
     dp = build_pipeline(index, fine_tuned, k=k, expert_k=expert_k, extra_experts=extra_experts, depth=None,
-                        helpers=helpers)
+                        helpers=helpers, normalise=normalise)
     same_queries(feats, tuning, "fitted_weights", lambda t: dp.fuser.features((dp.decomposer >> dp.candidates)(t)),
                  dp.fuser.names)
     if feats is not None:
@@ -305,8 +311,8 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
                    extra_experts: Optional[Dict[str, pt.Transformer]] = None,
                    base: Union[str, Sequence[str]] = DEFAULT_BASE, train_settings: Optional[dict] = None,
                    n: int = TUNING_QUERIES, depth: Optional[int] = DEPTH,
-                   helpers: Union[None, Sequence[str], Dict[str, str]] = None, density: bool = True
-                   ) -> DecompositionPipeline:
+                   helpers: Union[None, Sequence[str], Dict[str, str]] = None, density: bool = True,
+                   normalise: str = "minmax") -> DecompositionPipeline:
     """The recipe's decomposition pipeline over ``dataset`` (a ToT dataset with train topics and qrels), ready to
     run: fine-tuned base(s) (``True``: get or train ``base``, one model name or a list such as
     ``["minilm", "mpnet"]``; default :data:`DEFAULT_BASE`, mpnet, which offline needs
@@ -321,7 +327,8 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
     fine-tuned (trained when missing) and weighed beside the base, or {expert name: folder}; default
     :func:`default_helpers` of ``base`` when the bases are trained here (``fine_tuned=True``), else none.
     ``density``: weigh the density prior of the base (:func:`~pyterrier_tot.decomposition.density_prior.recipe_priors`:
-    mpnet's) beside the experts; ``False`` leaves it out."""
+    mpnet's) beside the experts; ``False`` leaves it out. ``normalise="zscore"``: the fuser on z-scores instead of
+    min-max, fitted under its own key (``benchmarks/results/fuser_normalisation.md``: offered, not the default)."""
     from pyterrier_tot.index import BookIndex
 
     index = index if index is not None else BookIndex(dataset)
@@ -335,9 +342,9 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
     fine_tuned = fine_tuned_models(fine_tuned) or None
     extra_experts = {**(recipe_priors(index, base, fine_tuned) if density else {}), **(extra_experts or {})} or None
     weights = fitted_weights(dataset, index, fine_tuned, n=n, k=k, expert_k=expert_k, refit=refit, verbose=False,
-                             extra_experts=extra_experts, helpers=helpers or None)
+                             extra_experts=extra_experts, helpers=helpers or None, normalise=normalise)
     return build_pipeline(index, fine_tuned, decomposer, weights=weights, k=k, expert_k=expert_k,
-                          extra_experts=extra_experts, depth=depth, helpers=helpers or None)
+                          extra_experts=extra_experts, depth=depth, helpers=helpers or None, normalise=normalise)
 
 
 #: LambdaMART settings tried by 5-fold cross-validation on the tuning slice (300 queries over-fit easily).
