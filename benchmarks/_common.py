@@ -110,6 +110,17 @@ def rerender(name: str, markdown) -> None:
     (RESULTS / f"{name}.md").write_text(markdown(payload))
 
 
+def split_heading(split: str, queries: int) -> str:
+    """A results section's heading: the split, its size, and that validation is reported, never used to choose."""
+    note = "; reported, not used" if split == "validation" else ""
+    return f"## {split.capitalize()} ({queries} queries{note})"
+
+
+def trailer(seconds: float, script: str) -> str:
+    """A results page's last line: the run's seconds and how to re-render the page."""
+    return f"{seconds:.0f} s on two CPU cores. Re-render: `python benchmarks/{script}.py --render`."
+
+
 def md_table(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:
     cols = list(df.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]

@@ -24,7 +24,7 @@ from pathlib import Path
 import ir_measures
 import pandas as pd
 import pyterrier as pt
-from _common import WORK, cached_run, md_table, parse_or_render, write_results
+from _common import WORK, cached_run, md_table, parse_or_render, split_heading, trailer, write_results
 from ir_measures import RR, R
 from tail_order import BASE_TAIL, CUTS, choose_tail, ir_measures_recall, the_default_and_splits
 
@@ -46,12 +46,11 @@ def markdown(p: dict) -> str:
              f"{p['keep']} only if on the tuning slice it is at or above it at every R@k from 200 to 1000 and above "
              f"it at R@1000. Chosen: **{p['chosen']}**.", ""]
     for split in ("tuning", "validation"):
-        note = "; reported, not used" if split == "validation" else ""
-        lines += [f"## {split.capitalize()} ({p['queries'][split]} queries{note})", "", "Each ranking alone:", "",
+        lines += [split_heading(split, p["queries"][split]), "", "Each ranking alone:", "",
                   md_table(pd.DataFrame([{"ranking": n, **r} for n, r in p["alone"][split].items()])), "",
                   f"As the recipe's tail below its fused top {p['keep']}:", "",
                   md_table(pd.DataFrame([{"tail": n, **r} for n, r in p["tails"][split].items()]), "{:.4f}"), ""]
-    lines += [f"{p['seconds']:.0f} s on two CPU cores. Re-render: `python benchmarks/dense_prf.py --render`.", ""]
+    lines += [trailer(p["seconds"], NAME), ""]
     return "\n".join(lines)
 
 

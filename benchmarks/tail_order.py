@@ -23,7 +23,7 @@ from pathlib import Path
 import ir_measures
 import pandas as pd
 import pyterrier as pt
-from _common import WORK, cached_run, md_table, parse_or_render, reddit, write_results
+from _common import WORK, cached_run, md_table, parse_or_render, reddit, split_heading, trailer, write_results
 from ir_measures import R
 
 NAME = "tail_order"
@@ -95,13 +95,12 @@ def markdown(p: dict) -> str:
              f"every R@k from 200 to 1000 and above it at R@1000. Chosen: **{p['chosen']}**.", ""]
     for split in ("tuning", "validation"):
         c = p["coverage"][split]
-        note = "; reported, not used" if split == "validation" else ""
-        lines += [f"## {split.capitalize()} ({c['queries']} queries{note})",
+        lines += [split_heading(split, c["queries"]),
                   "", f"The gold book is in the fused candidate union (about {c['union_rows']:.0f} books a query) for "
                   f"{c['union']:.3f} of the queries; in the base's top 100 / 200 / 1000 for {c['base@100']:.3f} / "
                   f"{c['base@200']:.3f} / {c['base@1000']:.3f}.", "",
                   md_table(pd.DataFrame([{"tail": t, **r} for t, r in p["tails"][split].items()]), "{:.4f}"), ""]
-    lines += [f"{p['seconds']:.0f} s on two CPU cores. Re-render: `python benchmarks/tail_order.py --render`.", ""]
+    lines += [trailer(p["seconds"], NAME), ""]
     return "\n".join(lines)
 
 

@@ -73,10 +73,11 @@ def encoder_model(model: Optional[str], encoder=None) -> Optional[str]:
                          "which names the index folder of its vectors")
     if model is None:
         return None if canonical_model(named) == canonical_model(None) else str(named)
-    where = _resolved(model) if canonical_model(model) != canonical_model(named) else None
-    if canonical_model(model) != canonical_model(named) and (where is None or where != _resolved(named)):
-        raise ValueError(f"model={model!r} but the encoder passed runs {named!r}: its vectors would be filed under "
-                         f"{model!r}; pass the matching model, or leave model out")
+    if canonical_model(model) != canonical_model(named):  # unless a hub name and the folder it resolves to
+        where = _resolved(model)
+        if where is None or where != _resolved(named):
+            raise ValueError(f"model={model!r} but the encoder passed runs {named!r}: its vectors would be filed "
+                             f"under {model!r}; pass the matching model, or leave model out")
     return model
 
 

@@ -38,11 +38,11 @@ from pyterrier_tot.decomposition.protocol import (
     TUNING_QUERIES,
     TUNING_SEED,
     TrainingSet,
+    check_trained_as,
     check_trained_on,
     complete_model,
     dataset_tag,
     train_data,
-    training_info,
     training_record,
 )
 
@@ -119,24 +119,6 @@ def _train_kwargs(model: str, cfg: dict) -> dict:
             **{k: cfg[k] for k in keys if k in cfg}}
 
 
-def _check_trained_as(folder, model: str, cfg: dict) -> None:
-    """Refuse a cached base whose training record names another starting model (a folder's name is only its last
-    part: ``/a/model`` and ``/b/model`` share it) or other settings (a ``path=`` folder trained another way)."""
-    from pyterrier_tot._util import differing
-    from pyterrier_tot.models import canonical_model
-
-    found = training_info(folder)
-    want = {k: v for k, v in _train_kwargs(model, cfg).items() if k in found and k not in ("amp", "base_model")}
-    if "batch_size" in want and found.get("n_pairs"):  # training cuts the batch to the pairs there are
-        want["batch_size"] = max(2, min(want["batch_size"], int(found["n_pairs"])))
-    if found.get("base_model") and canonical_model(found["base_model"]) != canonical_model(_hub_name(model)):
-        want["base_model"] = _hub_name(model)
-    if any(found[k] != v for k, v in want.items()):
-        raise ValueError(f"the cached base {folder} was trained from another model or with other settings "
-                         f"({differing({k: found[k] for k in want}, want)}); delete it to train it again, or pass "
-                         "another path=")
-
-
 def _corpus(dataset, index):
     if index is not None:
         return index
@@ -172,7 +154,7 @@ def fine_tuned_base(dataset, n: int = TUNING_QUERIES, tuning_seed: int = TUNING_
     if complete_model(out):
         check_trained_on(out, rest)
         if cfg["soup"] == 1:
-            _check_trained_as(out, model, cfg)
+            check_trained_as(out, _train_kwargs(model, cfg))
         return str(out)
     if not train and cfg["soup"] == 1:
         return None

@@ -161,6 +161,26 @@ def same_queries(feats: Optional[pd.DataFrame], tuning: pd.DataFrame, who: str, 
                              "cut-off broken otherwise); compute them with this recipe's experts, or leave feats out")
 
 
+def check_trained_as(folder: Union[str, Path], settings: dict) -> None:
+    """Refuse a cached model whose training record names another starting model (``settings["base_model"]``: a
+    folder named by a model's last path part is shared by ``/a/model`` and ``/b/model``) or other training settings
+    (a ``path=`` folder trained another way); a setting the record lacks is not compared."""
+    from pyterrier_tot._util import differing
+    from pyterrier_tot.models import canonical_model
+
+    found = training_info(folder)
+    want = {k: v for k, v in settings.items() if k in found and k not in ("amp", "base_model")}
+    if "batch_size" in want and found.get("n_pairs"):  # training cuts the batch to the pairs there are
+        want["batch_size"] = max(2, min(want["batch_size"], int(found["n_pairs"])))
+    base = settings.get("base_model")
+    if base and found.get("base_model") and canonical_model(found["base_model"]) != canonical_model(base):
+        want["base_model"] = base
+    if any(found[k] != v for k, v in want.items()):
+        raise ValueError(f"the cached base {folder} was trained from another model or with other settings "
+                         f"({differing({k: found[k] for k in want}, want)}); delete it to train it again, or pass "
+                         "another path=")
+
+
 def training_record(topics: pd.DataFrame) -> dict:
     """What a model trained on ``topics`` records about them: their fingerprints (reuse is checked against them)
     and their qids (a fit on a tuning slice checks it never learned from one of them)."""

@@ -24,7 +24,8 @@ an answer found in the cache.
 
 Circuit breaker: in ``chat_many``, after ``max_consecutive_failures`` requests in a row have failed after their
 retries, the batch stops and raises :class:`LLMUnavailableError` with the counts (asked, answered, failed, not sent)
-instead of turning every remaining request into N/A; answers already received are in the cache, so a rerun resumes.
+instead of turning every remaining request into N/A; answers already received are in the cache (unless the identity
+is unconfirmed, below), so a rerun resumes.
 ``max_consecutive_failures=None`` turns it off.
 
 Cache identity: the cache key holds ``identity``, which says *which model answers*, not only what it is called.
@@ -32,7 +33,8 @@ Unless ``identity=...`` is given, the server is asked once per ``LLM``, at the f
 (:mod:`pyterrier_tot.llm.identity`): the GGUF file's content hash for a llama.cpp server on this machine, the
 weights ``/v1/models`` reports (vLLM), or one canary request; a snapshot name on api.openai.com needs none.
 :meth:`LlamaServer.llm` passes the GGUF file's hash itself. ``identity_source`` says how it was found. Answers are
-never cached under an identity the server did not confirm (a fallback: see the module).
+never cached under an identity the server did not confirm (a fallback, when the server could not be asked: it is
+asked again once requests get through).
 
 The API key is held by the HTTP client only: it is not part of the cache key, the cache rows, ``repr`` or any
 message (a server error that echoes it is scrubbed); user name and password in ``base_url`` are masked in ``repr``.
