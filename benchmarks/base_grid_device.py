@@ -82,18 +82,19 @@ class Evaluator:
         self.texts = ["\n".join(r).strip() for r in self.corpus[["title", "text"]].itertuples(index=False)]
         self.splits = {s: data[s] for s in ("tuning", "validation", "rest")}
 
-    def rank(self, model, queries, k: int):
+    def rank(self, model, queries, k: int, books=None):
+        """The top ``k`` book positions per query; ``books``: the books' vectors by this model, if encoded."""
         import torch
 
         enc = lambda t: model.encode(t, batch_size=128, convert_to_tensor=True, normalize_embeddings=False)  # noqa
         with torch.no_grad():
-            docs, qv = enc(self.texts), enc([q["query"] for q in queries])
+            docs, qv = enc(self.texts) if books is None else books, enc([q["query"] for q in queries])
             return torch.topk(qv.float() @ docs.float().T, min(k, len(self.texts)), dim=1).indices.cpu().numpy()
 
-    def gold_ranks(self, model, split: str) -> dict:
+    def gold_ranks(self, model, split: str, books=None) -> dict:
         """qid -> the 1-based ranks of its relevant books in the top 1000 (0: not retrieved)."""
         topics, qrels = self.splits[split]["topics"], self.splits[split]["qrels"]
-        top = self.rank(model, topics, 1000)
+        top = self.rank(model, topics, 1000, books)
         gold = {}
         for r in qrels:
             if int(r["label"]) > 0:
@@ -164,23 +165,12 @@ def run(kit: Path, model_dir: str, out: Path, budget_s: float = 420.0, dry: bool
             evaluate(f"grid lr{lr:g} e{e}of{epochs}", p, {"lr": lr, "epoch": e, "schedule": epochs, "round": 0})
     best = choose(results["models"])
     results["chosen_grid"] = best
-    forms = pd.DataFrame(data["clue_forms"])
     start = best
     for rnd in range(1, HN_ROUNDS + 1):
         if time.time() - t0 > budget_s * 0.75:
             results["skipped"] = f"hard-negative round {rnd}: {time.time() - t0:.0f} s spent of {budget_s:.0f}"
             break
-        model = SentenceTransformer(results["models"][start]["path"], device=device)
-        top = ev.rank(model, data["rest"]["topics"], HN_DEPTH + 5)
-        del model
-        gold = set(zip(qrels["qid"], qrels["docno"]))
-        mined = pd.DataFrame([(q["qid"], ev.docnos[i], n) for q, row in zip(data["rest"]["topics"], top)
-                              for n, i in enumerate(row) if (q["qid"], ev.docnos[i]) not in gold],
-                             columns=["qid", "docno", "rank"])
-        mined = mined[mined.groupby("qid").cumcount() < HN_DEPTH]
-        negs = hn.sample_negatives(mined, HN_NEGATIVES, seed=rnd)
-        examples = et.build_examples(rest, qrels, ev.corpus, negs, HN_NEGATIVES)
-        examples += et.build_examples(forms, qrels, ev.corpus, negs, HN_NEGATIVES)
+        examples = hn_examples(data, ev, results["models"][start]["path"], rnd, device)
         key, path = f"hn round {rnd} (from {start})", work / f"hn{rnd}"
         train(examples, {1: path}, results["models"][start]["path"], seed=rnd, kind="base-hn",
               extra_metadata={"epoch": rnd, "start": start, "mined_from": ["base"], "depth": HN_DEPTH,
@@ -192,6 +182,28 @@ def run(kit: Path, model_dir: str, out: Path, budget_s: float = 420.0, dry: bool
     out.mkdir(parents=True, exist_ok=True)
     (out / "grid_results.json").write_text(json.dumps(results))
     print("chosen on the tuning slice:", results["chosen"], "| grid:", best, f"| {results['seconds']} s")
+
+
+def hn_examples(data: dict, ev: Evaluator, start: str, rnd: int, device: str) -> list:
+    """A hard-negative round's examples: ``HN_NEGATIVES`` books per request drawn (seeded by the round) from the
+    top ``HN_DEPTH`` non-gold books of the model ``start`` for the training queries outside the tuning slice, the
+    requests' rule-clue forms as extra anchors."""
+    import pandas as pd
+    from sentence_transformers import SentenceTransformer
+
+    et, hn = _library()
+    rest, qrels = pd.DataFrame(data["rest"]["topics"]), pd.DataFrame(data["rest"]["qrels"])
+    model = SentenceTransformer(start, device=device)
+    top = ev.rank(model, data["rest"]["topics"], HN_DEPTH + 5)
+    del model
+    gold = set(zip(qrels["qid"], qrels["docno"]))
+    mined = pd.DataFrame([(q["qid"], ev.docnos[i], n) for q, row in zip(data["rest"]["topics"], top)
+                          for n, i in enumerate(row) if (q["qid"], ev.docnos[i]) not in gold],
+                         columns=["qid", "docno", "rank"])
+    mined = mined[mined.groupby("qid").cumcount() < HN_DEPTH]
+    negs = hn.sample_negatives(mined, HN_NEGATIVES, seed=rnd)
+    examples = et.build_examples(rest, qrels, ev.corpus, negs, HN_NEGATIVES)
+    return examples + et.build_examples(pd.DataFrame(data["clue_forms"]), qrels, ev.corpus, negs, HN_NEGATIVES)
 
 
 def choose(models: dict) -> str:

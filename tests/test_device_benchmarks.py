@@ -192,3 +192,34 @@ def test_a_cached_recipe_run_is_keyed_by_its_fitted_weights_and_stages(tmp_path)
     deeper = _common.cached_run(tmp_path, _common.pipeline_key("r", others[1]), lambda: others[1](topics), seconds,
                                 topics)
     assert list(first["docno"]) == list(again["docno"]) == ["d1000"] and list(deeper["docno"]) == ["d100"]
+
+
+def test_batch_device_averages_seeds_as_measures_does_and_adopts_only_a_clear_gain():
+    """batch_device's summary: each row is the mean over seeds of what ``measures`` gives per seed, and the rule
+    adopts a setting whose gold books rank higher for most queries but not one that only ties the default."""
+    import batch_device as bd
+
+    rng = random.Random(5)
+    qids = [str(q) for q in range(120)]
+
+    def model(setting, epoch, seed, shift):
+        ranks = {s: {q: [max(1, rng.randrange(1, 40) - shift)] for q in qids} for s in ("tuning", "validation")}
+        return {"setting": setting, "epoch": epoch, "seed": seed, "schedule": 3, **ranks}
+
+    models = {}
+    for seed in (1, 2):
+        models[f"cur{seed}"] = model(bd.CURRENT[0], bd.CURRENT[1], seed, 0)
+        models[f"same{seed}"] = model("same", 1, seed, 0)
+        models[f"better{seed}"] = model("better", 1, seed, 30)
+    res = {"seeds": [1, 2], "models": models}
+    out = bd.summarise(res)
+    for name in ("same", "better"):
+        rows = [dev.measures(m["tuning"]) for m in models.values() if m["setting"] == name]
+        assert out["tables"]["tuning"][f"{name} e1of3"]["R@5"] == pytest.approx(sum(r["R@5"] for r in rows) / 2,
+                                                                                abs=1e-3)
+        assert out["tables"]["tuning"][f"{name} e1of3"]["MRR"] == pytest.approx(sum(r["MRR"] for r in rows) / 2,
+                                                                                abs=1e-3)
+    assert out["best"] == "better e1of3" and out["adopted"]
+    del models["better1"], models["better2"]
+    out = bd.summarise(res)
+    assert not out["adopted"]
