@@ -18,6 +18,12 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".onnx")
 #: Weights of other frameworks (TensorFlow, Flax, checkpoints): hashed only in a folder without any of the above,
 #: so that the fingerprints of folders that have both stay what they were.
 OTHER_WEIGHT_SUFFIXES = (".h5", ".msgpack", ".ckpt")
+#: The files of a model folder that are not weights but shape what it computes: its tokenizer, pooling, sequence
+#: length, normalisation (sentence-transformers and transformers keep them as .json / .txt / .model files).
+CONFIG_SUFFIXES = (".json", ".txt", ".model")
+#: Files that never change what a model computes: the library's own records (rewritten when a model is installed
+#: or recorded again), model cards, desktop litter.
+NOT_CONFIG = ("pyterrier_tot_training.json", "pt_meta.json", "README.md", "desktop.ini")
 _MEMO = "file_hashes.json"
 _SEEN: Dict[str, str] = {}  # this process's hashes, by the same key (no re-reading of the memo file)
 
@@ -96,8 +102,81 @@ def model_fingerprint(model) -> Optional[str]:
     return h.hexdigest()[:16]
 
 
+def config_files(path: Path) -> List[Path]:
+    """The configuration files of a model folder (:data:`CONFIG_SUFFIXES`, less :data:`NOT_CONFIG`), sorted."""
+    p = Path(path)
+    if not p.is_dir():
+        return []
+    return sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in CONFIG_SUFFIXES and f.name not in NOT_CONFIG)
+
+
+def model_config_digest(model) -> Optional[str]:
+    """16 hex digits of the sha256 over a local model folder's configuration files (names and contents: e.g.
+    ``sentence_bert_config.json``'s ``max_seq_length``, the tokenizer, the pooling), which
+    :func:`model_fingerprint` leaves out; ``None`` for a hub name, a single file or a folder without any."""
+    if model is None:
+        return None
+    p = Path(str(getattr(model, "path", model))).expanduser()
+    files = config_files(p)
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f.relative_to(p).as_posix()}:{file_sha256(f)}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def recorded_before_configs(found: Optional[dict], want: dict) -> bool:
+    """Whether ``found``, a cache record written before model configurations were recorded, still stands for
+    ``want``: the same settings less ``model_config``. (Their keys stay what they were; a configuration edited
+    after such a record was written cannot be told, one edited after this version wrote it is.)"""
+    if not isinstance(found, dict) or "model_config" in found or "model_config" not in want:
+        return False
+    return found == {k: v for k, v in want.items() if k != "model_config"}
+
+
+def stands_for(found: Optional[dict], want: dict, record: Path) -> bool:
+    """Whether a cache's recorded settings ``found`` stand for ``want``: equal, or written before model
+    configurations (:func:`recorded_before_configs`) or fingerprints (:func:`recorded_before_fingerprints`) were
+    recorded and otherwise the same."""
+    if found == want or recorded_before_configs(found, want):
+        return True
+    return recorded_before_fingerprints(found, {k: v for k, v in want.items() if k != "model_config"}, record)
+
+
+def configs_agree(folder: Path, models: Dict[str, str], file: str = "model_configs.json") -> bool:
+    """Whether a cached result in ``folder`` (fitted weights) was made with ``models`` ({name: folder}) configured
+    as they are now (:func:`model_config_digest`, recorded in ``file`` there). A folder without the record (made
+    before it was kept) is taken as it stands, and the current configurations are recorded for next time."""
+    try:
+        return json.loads((Path(folder) / file).read_text(encoding="utf8")) == _configs(models)
+    except (OSError, ValueError):
+        record_configs(folder, models, file)
+        return True
+
+
+def _configs(models: Dict[str, str]) -> Dict[str, str]:
+    return {name: d for name, d in ((n, model_config_digest(m)) for n, m in models.items()) if d}
+
+
+def record_configs(folder: Path, models: Dict[str, str], file: str = "model_configs.json") -> Path:
+    """Records ``models``' configurations in ``folder`` (see :func:`configs_agree`); returns ``folder``."""
+    try:
+        (Path(folder) / file).write_text(json.dumps(_configs(models), sort_keys=True), encoding="utf8")
+    except OSError:
+        pass  # a read-only cache: nothing recorded, nothing to compare next time
+    return Path(folder)
+
+
 def fingerprint_setting(model) -> dict:
     """``{"model_fingerprint": ...}`` for a local model (see :func:`model_fingerprint`), else ``{}``: the entry a
     cache key adds, absent for a hub name so that keys made before fingerprints were kept stay valid for it."""
     found = model_fingerprint(model)
     return {"model_fingerprint": found} if found else {}
+
+
+def config_setting(model) -> dict:
+    """``{"model_config": ...}`` for a local model folder with configuration files (:func:`model_config_digest`),
+    else ``{}``: a cache records it beside the settings it is keyed by and is rebuilt when it differs."""
+    found = model_config_digest(model)
+    return {"model_config": found} if found else {}

@@ -30,7 +30,7 @@ import pyterrier as pt
 from pyterrier_tot import _artifact as art
 from pyterrier_tot import corpus_store as cs
 from pyterrier_tot._artifact import META_FILE, ToTArtifact, own_meta, read_meta, write_meta
-from pyterrier_tot._fingerprint import fingerprint_setting, recorded_before_fingerprints
+from pyterrier_tot._fingerprint import config_setting, fingerprint_setting, stands_for
 from pyterrier_tot._util import cache_dir, differing
 from pyterrier_tot.corpus_store import CORPUS_FILE, BookCorpus, FieldsArg
 from pyterrier_tot.corpus_store import book_frame as _book_frame
@@ -213,7 +213,7 @@ class BookIndex(BookCorpus, ToTArtifact):
         folder = Path(self.path) / sub
         want = {**settings, "fingerprint": self.fingerprint, "n_docs": len(self)}
         found = _with_defaults(own_meta(folder, PART_TYPE))
-        if found == want or recorded_before_fingerprints(found, want, folder / META_FILE):
+        if stands_for(found, want, folder / META_FILE):
             return folder / filename, True
         legacy = folder / _LEGACY_MANIFEST
         if legacy.is_file():
@@ -330,9 +330,9 @@ class BookIndex(BookCorpus, ToTArtifact):
         fields = _fields_tuple(fields)
         model = _model_key(model, encoder) or DEFAULT_MODEL
         enc, precision = _encoder(model, encoder, precision)
-        # a local model folder's weights are part of the settings: a model retrained there is encoded again
+        # a local folder's weights and configuration are settings: a model retrained or reconfigured is encoded again
         settings = {"backend": "flex", "model": model, "fields": list(fields), "max_chars": max_chars,
-                    "precision": precision, **fingerprint_setting(model)}
+                    "precision": precision, **fingerprint_setting(model), **config_setting(model)}
         key = hashlib.sha1(model.encode()).hexdigest()[:8]
         sub = f"dense-{_slug(Path(model).name)}-{key}-{'+'.join(fields)}-{max_chars or 'all'}"
         sub += "" if precision == "fp32" else f"-{precision}"  # fp32 keeps the folder name of version 0.2

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
 from pyterrier_tot._artifact import ToTArtifact, artifact_path
-from pyterrier_tot._fingerprint import model_fingerprint
+from pyterrier_tot._fingerprint import model_config_digest, model_fingerprint
 from pyterrier_tot._util import cache_dir, hub_reachable
 from pyterrier_tot.errors import ModelUnavailableError
 
@@ -174,12 +174,18 @@ def _to_precision(model, precision: str):
 def load_sentence_transformer(name=None, device: Optional[str] = None, precision: str = "fp32"):
     """A cached ``SentenceTransformer`` for ``name`` (see :func:`resolve_model`) in ``precision``."""
     name = artifact_path(name) or DEFAULT_MODEL
-    return _load_sentence_transformer(name, device, check_precision(precision), model_fingerprint(name))
+    return _load_sentence_transformer(name, device, check_precision(precision), _identity(name))
+
+
+def _identity(name) -> str:
+    """The in-process cache key of a local folder's model: its weights and configuration (a model retrained or
+    reconfigured there is loaded again)."""
+    return f"{model_fingerprint(name)}|{model_config_digest(name)}"
 
 
 @functools.lru_cache(maxsize=8)
 def _load_sentence_transformer(name: Optional[str], device: Optional[str], precision: str = "fp32",
-                               weights: Optional[str] = None):  # weights: a local folder's fingerprint, a cache key
+                               weights: Optional[str] = None):  # weights: a local folder's _identity, a cache key
     from sentence_transformers import SentenceTransformer
 
     from pyterrier_tot.bars import quiet_loading
@@ -195,7 +201,7 @@ def load_biencoder(name=None, batch_size: int = 32, text_field: str = "text", de
     # the default spelled out, aliased ("minilm") or left out is one cache entry: one model in memory, one memo;
     # a folder's weights are part of the key, so a model retrained into the same folder is loaded again
     name = canonical_model(name)
-    return _load_biencoder(name, batch_size, text_field, device, check_precision(precision), model_fingerprint(name))
+    return _load_biencoder(name, batch_size, text_field, device, check_precision(precision), _identity(name))
 
 
 def canonical_model(name=None) -> str:

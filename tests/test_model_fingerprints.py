@@ -10,7 +10,7 @@ import pytest
 from conftest import TINY_BOOKS
 
 import pyterrier_tot as ptt
-from pyterrier_tot._fingerprint import model_fingerprint
+from pyterrier_tot._fingerprint import configs_agree, model_config_digest, model_fingerprint, record_configs
 from pyterrier_tot.decomposition import recipe
 from pyterrier_tot.decomposition.expert_training import train_field_expert
 from pyterrier_tot.models import load_biencoder
@@ -91,6 +91,7 @@ def test_an_index_recorded_before_fingerprints_is_kept_until_its_model_changes(t
     part = next(p for p in (tmp_path / "index").iterdir() if p.name.startswith("dense-model"))
     meta = json.loads((part / "pt_meta.json").read_text())
     assert meta.pop("model_fingerprint") == model_fingerprint(folder)
+    assert meta.pop("model_config") == model_config_digest(folder)
     (part / "pt_meta.json").write_text(json.dumps(meta))             # as an older version wrote it
     with warnings.catch_warnings():
         warnings.simplefilter("error")                               # kept: no rebuild, no warning
@@ -155,3 +156,62 @@ def test_a_base_trained_on_other_texts_of_its_queries_is_refused(tmp_path):
     (no_text / "pyterrier_tot_training.json").write_text(json.dumps({**record, "train_text": None}))
     with pytest.warns(UserWarning, match="did not record its training queries' text"):
         check_trained_on(no_text, topics)
+
+
+def _set_max_seq_length(folder, n):
+    import json
+
+    cfg = folder / "sentence_bert_config.json"
+    (cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "max_seq_length": n})))
+
+
+def test_a_model_reconfigured_in_its_folder_is_encoded_and_loaded_again(tmp_path):
+    """Editing a folder's max_seq_length changes no weight file, but changes every book vector of a long text."""
+    books = pd.DataFrame(TINY_BOOKS).assign(text=lambda d: d["text"] + " and then" * 40)
+    index = ptt.BookIndex(books, path=tmp_path / "index", name="tiny-long")
+    folder = _train(tmp_path / "model", lr=1e-3)
+    weights, config = model_fingerprint(folder), model_config_digest(folder)
+    first, enc = _stored(index, str(folder)), load_biencoder(str(folder))
+    _set_max_seq_length(folder, 8)
+    assert model_fingerprint(folder) == weights and model_config_digest(folder) != config
+    with pytest.warns(UserWarning, match="rebuilding"):
+        again = _stored(index, str(folder))
+    assert not np.allclose(again, first, atol=1e-4)
+    new = load_biencoder(str(folder))
+    assert new is not enc and new.model.max_seq_length == 8
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                               # the same configuration again: kept
+        assert np.allclose(_stored(index, str(folder)), again)
+
+
+def test_fitted_weights_record_their_models_configuration(tmp_path):
+    folder = _train(tmp_path / "model", lr=1e-3)
+    weights = tmp_path / "fuser"
+    weights.mkdir()
+    assert configs_agree(weights, {"dense_ft": str(folder)})         # no record yet (an older fit): kept, recorded
+    assert (weights / "model_configs.json").is_file()
+    assert configs_agree(weights, {"dense_ft": str(folder), "hub": "org/model"})   # a hub name has no folder
+    _set_max_seq_length(folder, 8)
+    assert not configs_agree(weights, {"dense_ft": str(folder)})     # fitted with the model configured otherwise
+    record_configs(weights, {"dense_ft": str(folder)})               # what a refit writes
+    assert configs_agree(weights, {"dense_ft": str(folder)})
+
+
+def test_fitted_weights_fit_again_when_a_models_configuration_changed(tmp_path, monkeypatch):
+    path = tmp_path / "fuser"
+    path.mkdir()
+    topics = pd.DataFrame({"qid": ["1"], "query": ["a sleepy cat"]})
+    monkeypatch.setattr(recipe, "train_data", lambda *a, **k: (topics, QRELS))
+    monkeypatch.setattr(recipe, "check_not_trained_on_slice", lambda *a, **k: None)
+    monkeypatch.setattr(recipe, "_weights_path", lambda *a, **k: path)
+
+    def refit(*a, **k):
+        raise RuntimeError("fitting again")
+
+    monkeypatch.setattr(recipe, "build_pipeline", refit)
+    monkeypatch.setattr(recipe, "configs_agree", lambda folder, models: True)
+    ds = type("Ds", (), {"name": "ds"})()
+    assert recipe.fitted_weights(ds, None, fine_tuned=str(tmp_path / "m")) == path       # reused
+    monkeypatch.setattr(recipe, "configs_agree", lambda folder, models: False)
+    with pytest.warns(UserWarning, match="configured otherwise"), pytest.raises(RuntimeError, match="fitting again"):
+        recipe.fitted_weights(ds, None, fine_tuned=str(tmp_path / "m"))

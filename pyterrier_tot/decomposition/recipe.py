@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot._fingerprint import model_fingerprint
+from pyterrier_tot._fingerprint import configs_agree, model_fingerprint, record_configs
 from pyterrier_tot._util import cache_dir
 from pyterrier_tot.decomposition.bases import (  # noqa: F401  (the recipe's public names, importable from here)
     BASE_SETTINGS,
@@ -278,11 +279,15 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
     make them), so the experts need not run again. ``extra_experts``: as in :func:`build_pipeline`, fitted
     with the rest. ``n`` and ``seed`` draw the tuning slice (``seed``: a slice seed, not a training seed)."""
     tuning, qrels = train_data(dataset, "tuning", n, seed)
-    check_not_trained_on_slice({**fine_tuned_models(fine_tuned), **(helpers or {})}, dataset, n, seed)
+    models = {**fine_tuned_models(fine_tuned), **(helpers or {})}
+    check_not_trained_on_slice(models, dataset, n, seed)
     path = _weights_path(dataset.name, index, fine_tuned, n, seed, k, expert_k, extra_experts, bags, helpers,
                          text_fingerprint(tuning), normalise)
     if path.exists() and not refit:
-        return path
+        if configs_agree(path, models):
+            return path
+        warnings.warn(f"{path.name} was fitted with a model configured otherwise (max_seq_length, tokenizer, ...); "
+                      "fitting it again", stacklevel=2)
     dp = build_pipeline(index, fine_tuned, k=k, expert_k=expert_k, extra_experts=extra_experts, depth=None,
                         helpers=helpers, normalise=normalise)
     same_queries(feats, tuning, "fitted_weights", lambda t: dp.fuser.features((dp.decomposer >> dp.candidates)(t)),
@@ -299,10 +304,10 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
         dp.fuser.fit_bags, dp.fuser.fit_bagged = on_matrix.fit_bags, on_matrix.fit_bagged
         dp.fuser.fit_metric, dp.fuser.fit_score = on_matrix.fit_metric, on_matrix.fit_score
         dp.fuser.fit_floor, dp.fuser.fit_floor_metric = on_matrix.fit_floor, on_matrix.fit_floor_metric
-        return dp.fuser.save(path)
+        return record_configs(dp.fuser.save(path), models)
     dp.fuser.fit(tuning, qrels, metric=FIT_METRIC, candidates=dp.decomposer >> dp.candidates,
                  verbose=verbose, floor=base_names(fine_tuned), floor_metric=FLOOR_METRIC, bags=bags)
-    return dp.fuser.save(path)
+    return record_configs(dp.fuser.save(path), models)
 
 
 def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
