@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pyterrier as pt
 import pytest
 from conftest import TINY_BOOKS
 from test_bases import TinyDataset
@@ -125,7 +126,8 @@ def test_recipe_reranker_trains_from_the_base_is_cached_and_reranks(index, tmp_p
               n_negatives=1, mine_depth=3, epochs=1)
     assert second_stage.recipe_reranker(ds, index, train=False, **kw) is None
     assert second_stage.reranker_stage(ds, index, train=False, **kw) is None
-    path = second_stage.recipe_reranker(ds, index, run=(index.dense() % 5)(rest), device="cpu", **kw)
+    run = (index.dense() % 5)(rest)
+    path = second_stage.recipe_reranker(ds, index, run=run, device="cpu", **kw)
     base = recipe.fine_tuned_bases(ds, index, "minilm", train=False, n=4, verbose=False,
                                    **kw["train_settings"])["dense_ft"]
     assert path == str(second_stage.reranker_dir(base, n_negatives=1, mine_depth=3, epochs=1))
@@ -140,7 +142,7 @@ def test_recipe_reranker_trains_from_the_base_is_cached_and_reranks(index, tmp_p
     assert second_stage.recipe_reranker(ds, index, run=(index.dense() % 5)(rest), **kw) == path  # cached
     assert info["train_text"] == recipe.text_fingerprint(rest)
     assert info["train_qid_list"] == sorted(rest["qid"].astype(str))  # what a fit checks its slice against
-    stage = second_stage.reranker_stage(ds, index, train=False, k=3, alpha=0.5, **kw)
+    stage = second_stage.reranker_stage(ds, index, train=False, k=3, alpha=0.5, run=run, **kw)
     assert stage.model == path and stage.k == 3 and stage.alpha == 0.5 and stage.max_chars is None
     res = (index.bm25() % 5)(pd.DataFrame({"qid": ["q"], "query": ["a dragon and the moon"]}))
     out = stage(res)
@@ -169,3 +171,92 @@ def test_reranker_folder_names_every_training_setting():
     assert plain.name.startswith("rr-on-base-mpnet-x-") and plain.name not in names.values()
     assert len(set(names.values())) == len(names)
     assert second_stage.reranker_dir("/other/base-mpnet-y").name != plain.name
+
+
+def _fake_reranker_training(tmp_path, monkeypatch) -> list:
+    """recipe_reranker with its base and its training patched out (the base a folder name; training writes the
+    record train_biencoder would): the folders trained, in order."""
+    from pyterrier_tot.decomposition import expert_training
+
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
+    monkeypatch.setattr(recipe, "fine_tuned_bases", lambda *a, **k: {"dense_ft": str(tmp_path / "base-x")})
+    made = []
+
+    def fake_train(examples, out, kind=None, extra_metadata=None, **kw):
+        assert examples
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "model.safetensors").write_text("")
+        (Path(out) / "pyterrier_tot_training.json").write_text(json.dumps({"kind": kind, **extra_metadata}))
+        made.append(str(out))
+        return out
+
+    monkeypatch.setattr(expert_training, "train_biencoder", fake_train)
+    return made
+
+
+RR_KW = dict(base="minilm", n=4, verbose=False, n_negatives=1, mine_depth=3, clue_forms=False)
+
+
+def test_recipe_reranker_refuses_a_model_mined_from_another_ranking(index, tmp_path, monkeypatch):
+    """A cached re-ranker records the near misses it learnt from: one learnt from another ranking's (a run passed
+    in, or the default recipe's) is refused, never handed back nor trained over (as the cross-encoder's)."""
+    made = _fake_reranker_training(tmp_path, monkeypatch)
+    ds = TinyDataset()
+    rest, qrels = recipe.train_data(ds, "rest", 4)
+    mine = (index.dense() % 5)(rest)
+    other = mine.assign(score=-mine["score"])  # the same books the other way round: other near misses
+    digest = {n: second_stage.run_digest(r, qrels, rest["qid"], 3) for n, r in (("mine", mine), ("other", other))}
+    assert digest["mine"] != digest["other"]
+    path = second_stage.recipe_reranker(ds, index, run=mine, **RR_KW)
+    info = json.loads((Path(path) / "pyterrier_tot_training.json").read_text())
+    assert info["mined_run"] == digest["mine"] and info["mined_by_default"] is False
+    for train in (False, True):
+        with pytest.raises(ValueError, match="learnt from negatives ranked by"):
+            second_stage.recipe_reranker(ds, index, run=other, train=train, **RR_KW)
+    default = pt.Transformer.from_df(other)
+    monkeypatch.setattr(recipe, "tuned_pipeline", lambda *a, **k: default)
+    with pytest.raises(ValueError, match="learnt from negatives ranked by"):  # the default recipe ranks otherwise
+        second_stage.recipe_reranker(ds, index, train=False, **RR_KW)
+    assert made == [path]
+    for f in Path(path).iterdir():
+        f.unlink()
+    assert second_stage.recipe_reranker(ds, index, **RR_KW) == path  # now learnt from the default's ranking
+    info = json.loads((Path(path) / "pyterrier_tot_training.json").read_text())
+    assert info["mined_run"] == digest["other"] and info["mined_by_default"] is True
+    assert info["mined_by"] == repr(default)
+    with pytest.raises(ValueError, match="learnt from negatives ranked by"):  # a run from elsewhere never gets it
+        second_stage.recipe_reranker(ds, index, run=mine, **RR_KW)
+    assert made == [path, path]
+
+
+def test_recipe_reranker_reuses_a_model_mined_from_the_same_ranking(index, tmp_path, monkeypatch):
+    """The same near misses (the same ranking, cut deeper, over more queries or in another row order; the default's
+    ranking when that is what it learnt from) get the cached re-ranker back, never trained again; a record written
+    before the near misses were recorded is reused, as the cross-encoder's."""
+    made = _fake_reranker_training(tmp_path, monkeypatch)
+    ds = TinyDataset()
+    rest, qrels = recipe.train_data(ds, "rest", 4)
+    mine = (index.dense() % 5)(rest)
+    path = second_stage.recipe_reranker(ds, index, run=mine, **RR_KW)
+    record = Path(path) / "pyterrier_tot_training.json"
+    assert json.loads(record.read_text())["mined_run"] == second_stage.run_digest(mine, qrels, rest["qid"], 3)
+    everyone = recipe.train_data(ds, "all", 4)[0]
+    for same in (mine.copy(), mine.sample(frac=1, random_state=0), (index.dense() % 6)(everyone)):
+        assert second_stage.recipe_reranker(ds, index, run=same, **RR_KW) == path
+    monkeypatch.setattr(recipe, "tuned_pipeline", lambda *a, **k: pt.Transformer.from_df(mine))
+    assert second_stage.recipe_reranker(ds, index, **RR_KW) == path  # the default's ranking is that ranking
+    for f in Path(path).iterdir():
+        f.unlink()
+    assert second_stage.recipe_reranker(ds, index, **RR_KW) == path  # learnt from the default's ranking
+
+    def unbuilt(*a, **k):
+        raise AssertionError("built the default recipe to check a model it mined")
+
+    monkeypatch.setattr(recipe, "tuned_pipeline", unbuilt)
+    assert second_stage.recipe_reranker(ds, index, **RR_KW) == path
+    assert second_stage.recipe_reranker(ds, index, run=mine, **RR_KW) == path
+    info = json.loads(record.read_text())
+    record.write_text(json.dumps({k: v for k, v in info.items() if not k.startswith("mined_by") and k != "mined_run"}))
+    other = mine.assign(score=-mine["score"])
+    assert second_stage.recipe_reranker(ds, index, run=other, **RR_KW) == path  # older record: not checked
+    assert made == [path, path]

@@ -25,6 +25,7 @@ Neither is part of the default recipe: on Reddit-TOMT validation neither raised 
 """
 from __future__ import annotations
 
+import hashlib
 import warnings
 from pathlib import Path
 from typing import List, Optional
@@ -84,13 +85,7 @@ def reranker_examples(queries, qrels, corpus, run, n_negatives: int = RERANKER["
     from pyterrier_tot.decomposition.expert_training import build_examples
     from pyterrier_tot.decomposition.hard_negatives import sample_negatives
 
-    gold = set(zip(qrels["qid"].astype(str), qrels["docno"].astype(str)))
-    top = run.astype({"qid": str, "docno": str}).sort_values(["qid", "score"], ascending=[True, False],
-                                                             kind="stable")
-    mined = top[[(q, d) not in gold for q, d in zip(top["qid"], top["docno"])]].copy()
-    mined = mined[mined.groupby("qid").cumcount() < depth]
-    mined["rank"] = mined.groupby("qid").cumcount()
-    negs = sample_negatives(mined, n_negatives, seed=seed)
+    negs = sample_negatives(_near_misses(run, qrels, depth), n_negatives, seed=seed)
     examples = build_examples(queries, qrels, corpus, negs, n_negatives)
     if len(examples) < len(queries):  # no gold book, or fewer negatives in the run than asked for
         warnings.warn(f"reranker_examples: {len(queries) - len(examples)} of {len(queries)} queries make no "
@@ -99,6 +94,34 @@ def reranker_examples(queries, qrels, corpus, run, n_negatives: int = RERANKER["
     if forms is not None:
         examples += build_examples(forms, qrels, corpus, negs, n_negatives)
     return examples
+
+
+def _near_misses(run, qrels, depth: int):
+    """Each query's first ``depth`` non-gold books in ``run`` (by score, ties in the run's order), ranked from 0:
+    what the re-ranker's negatives are drawn from."""
+    gold = set(zip(qrels["qid"].astype(str), qrels["docno"].astype(str)))
+    top = run.astype({"qid": str, "docno": str}).sort_values(["qid", "score"], ascending=[True, False],
+                                                             kind="stable")
+    mined = top[[(q, d) not in gold for q, d in zip(top["qid"], top["docno"])]].copy()
+    mined = mined[mined.groupby("qid").cumcount() < depth]
+    mined["rank"] = mined.groupby("qid").cumcount()
+    return mined
+
+
+def run_digest(run, qrels, qids, depth: int = RERANKER["mine_depth"]) -> str:
+    """sha1 of the near misses ``run`` offers the queries ``qids`` (each one's first ``depth`` non-gold books, in
+    order: what :func:`reranker_examples` draws from): two runs with one digest give the re-ranker the same
+    negatives (the same ranking cut deeper, over more queries or with its rows in another order has its digest)."""
+    mined = _near_misses(run, qrels, depth)
+    mined = mined[mined["qid"].isin(set(map(str, qids)))]
+    rows = zip(mined["qid"], mined["rank"], mined["docno"])
+    return hashlib.sha1("\n".join(f"{q}\t{r}\t{d}" for q, r, d in rows).encode()).hexdigest()
+
+
+def _mined_elsewhere(what: str, out, found: str, wanted: str, source: str) -> ValueError:
+    """The refusal of a cached ``what`` whose negatives came from ``found``, asked for ``wanted``'s."""
+    return ValueError(f"the cached {what} {out} learnt from negatives ranked by {found[:200]}, not by {wanted[:200]}; "
+                      f"delete the folder to train it from this {source}'s")
 
 
 def recipe_groups(dataset, index, pipeline: pt.Transformer, n_negatives: int = SETTINGS["n_negatives"],
@@ -164,8 +187,7 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
         if found is not None and not (pipeline is None and info.get("mined_by_default")):
             wanted = repr(pipeline if pipeline is not None else default_miner())
             if found != wanted:
-                raise ValueError(f"the cached cross-encoder {out} learnt from negatives ranked by {found[:200]}, not "
-                                 f"by {wanted[:200]}; delete the folder to train it from this pipeline's")
+                raise _mined_elsewhere("cross-encoder", out, found, wanted, "pipeline")
         return str(out)
     if not train:
         return None
@@ -191,7 +213,10 @@ def recipe_reranker(dataset, index=None, base: Optional[str] = None, train: bool
     recipe's fine-tuned ``base`` (default ``recipe.DEFAULT_BASE``) and learns from the default recipe's ranking
     of the training queries outside the tuning slice (``run``: that ranking, when already computed);
     ``train_settings``: overrides for the base's training, as in ``tuned_pipeline``; ``settings``: overrides of
-    :data:`RERANKER_TRAINING` (``k`` and ``alpha`` belong to :func:`reranker_stage`)."""
+    :data:`RERANKER_TRAINING` (``k`` and ``alpha`` belong to :func:`reranker_stage`). The model records the
+    near misses it learnt from (:func:`run_digest`); a cached one learnt from another ranking's is refused (one
+    learnt from the default's, asked for without ``run``, is not checked; one learnt from a ``run``, asked for
+    without one, is checked against the default recipe's ranking, computed for it)."""
     from pyterrier_tot.decomposition import recipe
     from pyterrier_tot.decomposition.expert_training import clue_form_queries, train_biencoder
     from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor
@@ -202,14 +227,28 @@ def recipe_reranker(dataset, index=None, base: Optional[str] = None, train: bool
         return None
     out = reranker_dir(base_path, **s)
     rest, qrels = train_data(dataset, "rest", n)
+
+    def default_run():  # (what ranks, its ranking of the training rest) as designed: the default recipe
+        pipe = recipe.tuned_pipeline(dataset, index, base=base, verbose=verbose, n=n, train_settings=train_settings)
+        return repr(pipe), (pipe % (2 * s["mine_depth"]))(rest)
+
+    mined_by, mined_by_default = "a ranking passed as run=", run is None
     if complete_model(out):
         check_trained_on(out, rest, ours=True)  # one trained on other queries or texts is refused
+        info = training_info(out)  # the near misses it learnt from (older folders did not record them)
+        found = info.get("mined_run")
+        if found is not None and not (run is None and info.get("mined_by_default")):
+            if run is None:
+                mined_by, run = default_run()
+            wanted = run_digest(run, qrels, rest["qid"], s["mine_depth"])
+            if found != wanted:
+                raise _mined_elsewhere("re-ranker", out, f"{info.get('mined_by', '?')[:160]} (near misses "
+                                       f"{found[:12]})", f"{mined_by[:160]} (near misses {wanted[:12]})", "ranking")
         return str(out)
     if not train:
         return None
     if run is None:
-        pipe = recipe.tuned_pipeline(dataset, index, base=base, verbose=verbose, n=n, train_settings=train_settings)
-        run = (pipe % (2 * s["mine_depth"]))(rest)
+        mined_by, run = default_run()
     forms = clue_form_queries(RuleClueExtractor()(rest)) if s["clue_forms"] else None
     examples = reranker_examples(rest, qrels, index.corpus, run, s["n_negatives"], s["mine_depth"], s["seed"], forms)
     if verbose:
@@ -218,6 +257,8 @@ def recipe_reranker(dataset, index=None, base: Optional[str] = None, train: bool
                     kind="reranker", device=device, show_progress_bar=verbose,
                     extra_metadata={"mined_from": [f"recipe top {s['mine_depth']}"], "negatives": s["n_negatives"],
                                     "clue_forms": s["clue_forms"], "field": "title+text", "init": str(base_path),
+                                    "mined_by": mined_by, "mined_by_default": mined_by_default,
+                                    "mined_run": run_digest(run, qrels, rest["qid"], s["mine_depth"]),
                                     **training_record(rest)})
     return str(out)
 
