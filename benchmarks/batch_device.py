@@ -182,7 +182,7 @@ def summarise(res: dict) -> dict:
             row["MRR"] = round(float(np.mean([v["MRR"] for v in avg.values()])), 4)
             row["objective"] = round(float(np.mean(list(perq[(name, e, split)].values()))), 4)
             row["per seed R@5"] = " / ".join(f"{measures(m[split])['R@5']:.3f}" for m in ms)
-            row["p objective"] = ""
+            row["p objective"], row["delta objective"] = "", ""
             table.setdefault(split, {})[(name, e)] = row
     for split in ("tuning", "validation"):
         base = perq[(*CURRENT, split)]
@@ -190,7 +190,9 @@ def summarise(res: dict) -> dict:
         for (name, e, s), v in perq.items():
             if s == split and (name, e) != CURRENT:
                 p = ttest_rel([v[q] for q in qs], [base[q] for q in qs]).pvalue
-                table[split][(name, e)]["p objective"] = round(float(p), 4)
+                row = table[split][(name, e)]
+                row["p objective"] = round(float(p), 4)
+                row["delta objective"] = round(row["objective"] - table[split][CURRENT]["objective"], 4)
     tun = table["tuning"]
     best = max(tun, key=lambda k: (tun[k]["objective"], k == CURRENT))
     b, c = tun[best], tun[CURRENT]
@@ -226,7 +228,8 @@ def report(batch: Path, hn: Path) -> None:
             lines += ["Cut by the run's time budget: " + "; ".join(r["skipped"]) + ".", ""]
         for split, n in (("tuning", 300), ("validation", 233)):
             lines += [f"### {split.capitalize()} ({n} queries; each row the mean of its seeds' measures; p: paired "
-                      "t-test of the objective against the default's setting)", "",
+                      "t-test of the objective against the default's setting, two-sided, over queries with the seeds "
+                      "averaged, not corrected for the number of rows; delta: the objective minus the default's)", "",
                       _common.md_table(pd.DataFrame(o["tables"][split]).T.reset_index(names="model")), ""]
         lines += ["GPU seconds per run (training, mining): "
                   + ", ".join(f"{x} {v}" for x, v in r["seconds"].items()) + ".", ""]

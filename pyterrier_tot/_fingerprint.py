@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Dict, List, Optional, Union
 
@@ -18,12 +19,14 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".onnx")
 #: Weights of other frameworks (TensorFlow, Flax, checkpoints): hashed only in a folder without any of the above,
 #: so that the fingerprints of folders that have both stay what they were.
 OTHER_WEIGHT_SUFFIXES = (".h5", ".msgpack", ".ckpt")
-#: The files of a model folder that are not weights but shape what it computes: its tokenizer, pooling, sequence
-#: length, normalisation (sentence-transformers and transformers keep them as .json / .txt / .model files).
-CONFIG_SUFFIXES = (".json", ".txt", ".model")
-#: Files that never change what a model computes: the library's own records (rewritten when a model is installed
-#: or recorded again), model cards, desktop litter.
-NOT_CONFIG = ("pyterrier_tot_training.json", "pt_meta.json", "README.md", "desktop.ini")
+#: The files of a model folder (and of each module folder ``modules.json`` lists) that are not weights but shape
+#: what it computes: the architecture, tokenizer, pooling, sequence length, normalisation, prompts.
+CONFIG_NAMES = ("modules.json", "config.json", "sentence_bert_config.json", "config_sentence_transformers.json",
+                "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                "vocab.txt", "vocab.json", "merges.txt")
+#: Fields of those files that name the library versions or the path a model was saved with, not what it computes
+#: (they change when an unchanged model is saved again).
+VOLATILE_FIELDS = ("__version__", "transformers_version", "_name_or_path")
 _MEMO = "file_hashes.json"
 _SEEN: Dict[str, str] = {}  # this process's hashes, by the same key (no re-reading of the memo file)
 
@@ -103,15 +106,36 @@ def model_fingerprint(model) -> Optional[str]:
 
 
 def config_files(path: Path) -> List[Path]:
-    """The configuration files of a model folder (:data:`CONFIG_SUFFIXES`, less :data:`NOT_CONFIG`), sorted."""
+    """The configuration files of a model folder: :data:`CONFIG_NAMES` and ``*.model`` (a SentencePiece
+    tokenizer) in the folder and in the module folders its ``modules.json`` lists, sorted."""
     p = Path(path)
     if not p.is_dir():
         return []
-    return sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in CONFIG_SUFFIXES and f.name not in NOT_CONFIG)
+    folders = [p]
+    try:
+        folders += [p / m["path"] for m in json.loads((p / "modules.json").read_text(encoding="utf8"))
+                    if isinstance(m, dict) and m.get("path") and not str(m["path"]).startswith(".")]
+    except (OSError, ValueError, TypeError):
+        pass
+    return sorted({f for d in folders if d.is_dir() for f in d.iterdir()
+                   if f.is_file() and (f.name in CONFIG_NAMES or f.suffix == ".model")})
+
+
+def _config_hash(f: Path) -> str:
+    """A JSON file's content less :data:`VOLATILE_FIELDS` (canonical), any other file's bytes."""
+    if f.suffix == ".json" and f.stat().st_size < (1 << 20):  # tokenizer.json (megabytes) is hashed as it is
+        try:
+            data = json.loads(f.read_text(encoding="utf8"))
+        except (OSError, ValueError):
+            return file_sha256(f)
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if k not in VOLATILE_FIELDS}
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    return file_sha256(f)
 
 
 def model_config_digest(model) -> Optional[str]:
-    """16 hex digits of the sha256 over a local model folder's configuration files (names and contents: e.g.
+    """16 hex digits of the sha256 over a local model folder's configuration files (:func:`config_files`: e.g.
     ``sentence_bert_config.json``'s ``max_seq_length``, the tokenizer, the pooling), which
     :func:`model_fingerprint` leaves out; ``None`` for a hub name, a single file or a folder without any."""
     if model is None:
@@ -122,50 +146,85 @@ def model_config_digest(model) -> Optional[str]:
         return None
     h = hashlib.sha256()
     for f in files:
-        h.update(f"{f.relative_to(p).as_posix()}:{file_sha256(f)}\n".encode())
+        h.update(f"{f.relative_to(p).as_posix()}:{_config_hash(f)}\n".encode())
     return h.hexdigest()[:16]
 
 
-def recorded_before_configs(found: Optional[dict], want: dict) -> bool:
+def _configs_newer(models, record: Path) -> bool:
+    """Whether any configuration file of ``models`` (folders) changed after ``record`` was written."""
+    try:
+        written = Path(record).stat().st_mtime
+    except OSError:
+        return True
+    return any(f.stat().st_mtime > written for m in models for f in config_files(Path(str(m)).expanduser()))
+
+
+def recorded_before_configs(found: Optional[dict], want: dict, record: Path) -> bool:
     """Whether ``found``, a cache record written before model configurations were recorded, still stands for
-    ``want``: the same settings less ``model_config``. (Their keys stay what they were; a configuration edited
-    after such a record was written cannot be told, one edited after this version wrote it is.)"""
+    ``want``: the same settings less ``model_config``, for a model none of whose configuration files changed
+    after the record was written."""
     if not isinstance(found, dict) or "model_config" in found or "model_config" not in want:
         return False
-    return found == {k: v for k, v in want.items() if k != "model_config"}
+    if found != {k: v for k, v in want.items() if k != "model_config"}:
+        return False
+    return not _configs_newer([want.get("model")], record)
 
 
 def stands_for(found: Optional[dict], want: dict, record: Path) -> bool:
     """Whether a cache's recorded settings ``found`` stand for ``want``: equal, or written before model
     configurations (:func:`recorded_before_configs`) or fingerprints (:func:`recorded_before_fingerprints`) were
     recorded and otherwise the same."""
-    if found == want or recorded_before_configs(found, want):
+    if found == want or recorded_before_configs(found, want, record):
         return True
-    return recorded_before_fingerprints(found, {k: v for k, v in want.items() if k != "model_config"}, record)
+    plain = {k: v for k, v in want.items() if k != "model_config"}
+    return recorded_before_fingerprints(found, plain, record) and not _configs_newer([want.get("model")], record)
 
 
-def configs_agree(folder: Path, models: Dict[str, str], file: str = "model_configs.json") -> bool:
-    """Whether a cached result in ``folder`` (fitted weights) was made with ``models`` ({name: folder}) configured
-    as they are now (:func:`model_config_digest`, recorded in ``file`` there). A folder without the record (made
-    before it was kept) is taken as it stands, and the current configurations are recorded for next time."""
-    try:
-        return json.loads((Path(folder) / file).read_text(encoding="utf8")) == _configs(models)
-    except (OSError, ValueError):
-        record_configs(folder, models, file)
-        return True
+CONFIGS_FILE = "model_configs.json"
 
 
-def _configs(models: Dict[str, str]) -> Dict[str, str]:
+def configs(models: Dict[str, str]) -> Dict[str, str]:
+    """{name: :func:`model_config_digest`} of ``models`` ({name: folder}; hub names, which have none, left out)."""
     return {name: d for name, d in ((n, model_config_digest(m)) for n, m in models.items()) if d}
 
 
-def record_configs(folder: Path, models: Dict[str, str], file: str = "model_configs.json") -> Path:
-    """Records ``models``' configurations in ``folder`` (see :func:`configs_agree`); returns ``folder``."""
+def configs_agree(folder: Path, models: Dict[str, str], made: str = "weights.json") -> bool:
+    """Whether a cached result in ``folder`` (fitted weights) was made with ``models`` ({name: folder}) configured
+    as they are now (recorded in :data:`CONFIGS_FILE` there by :func:`record_configs`). A folder without the
+    record (made before it was kept) stands if no configuration file changed after its ``made`` file was
+    written; the current configurations are then recorded. An unreadable record disagrees."""
+    record = Path(folder) / CONFIGS_FILE
+    if record.exists():
+        try:
+            return json.loads(record.read_text(encoding="utf8")) == configs(models)
+        except (OSError, ValueError):
+            return False
+    if _configs_newer(models.values(), Path(folder) if Path(folder).is_file() else Path(folder) / made):
+        return False
+    record_configs(folder, configs(models))
+    return True
+
+
+def record_configs(folder: Path, found: Dict[str, str]) -> Path:
+    """Writes ``found`` (:func:`configs`, taken before the result was made) into ``folder`` atomically; returns
+    ``folder``."""
     try:
-        (Path(folder) / file).write_text(json.dumps(_configs(models), sort_keys=True), encoding="utf8")
+        tmp = Path(folder) / f".{CONFIGS_FILE}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(found, sort_keys=True), encoding="utf8")
+        os.replace(tmp, Path(folder) / CONFIGS_FILE)
     except OSError:
-        pass  # a read-only cache: nothing recorded, nothing to compare next time
+        pass  # a read-only cache: nothing recorded (the next call compares file times again)
     return Path(folder)
+
+
+def reuse_fit(path: Path, models: Dict[str, str], made: str = "weights.json") -> bool:
+    """Whether the fitted result at ``path`` can be reused for ``models`` (:func:`configs_agree`); a warning when
+    one of them was configured otherwise."""
+    if configs_agree(path, models, made):
+        return True
+    warnings.warn(f"{Path(path).name} was fitted with a model configured otherwise (max_seq_length, tokenizer, "
+                  "...); fitting it again", stacklevel=3)
+    return False
 
 
 def fingerprint_setting(model) -> dict:

@@ -220,6 +220,9 @@ def test_batch_device_averages_seeds_as_measures_does_and_adopts_only_a_clear_ga
         assert out["tables"]["tuning"][f"{name} e1of3"]["MRR"] == pytest.approx(sum(r["MRR"] for r in rows) / 2,
                                                                                 abs=1e-3)
     assert out["best"] == "better e1of3" and out["adopted"]
+    models["cut"] = model("cut", 1, 1, 30)                         # a setting its run's budget cut after one seed
+    out = bd.summarise(res)
+    assert "cut e1of3" not in out["tables"]["tuning"] and out["best"] == "better e1of3"
     del models["better1"], models["better2"]
     out = bd.summarise(res)
     assert not out["adopted"]

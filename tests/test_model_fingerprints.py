@@ -1,6 +1,7 @@
 """A model retrained into the same folder is a new model everywhere a cache could hold the old one: the book vectors
 of a dense index are encoded again, the loaded encoder is loaded again, and fuser weights fitted for the old model
 are not found under its folder name (two runs' folders of the same name never share weights either)."""
+import json
 import shutil
 import warnings
 
@@ -10,7 +11,14 @@ import pytest
 from conftest import TINY_BOOKS
 
 import pyterrier_tot as ptt
-from pyterrier_tot._fingerprint import configs_agree, model_config_digest, model_fingerprint, record_configs
+from pyterrier_tot._fingerprint import (
+    CONFIGS_FILE,
+    configs,
+    configs_agree,
+    model_config_digest,
+    model_fingerprint,
+    record_configs,
+)
 from pyterrier_tot.decomposition import recipe
 from pyterrier_tot.decomposition.expert_training import train_field_expert
 from pyterrier_tot.models import load_biencoder
@@ -188,30 +196,83 @@ def test_fitted_weights_record_their_models_configuration(tmp_path):
     folder = _train(tmp_path / "model", lr=1e-3)
     weights = tmp_path / "fuser"
     weights.mkdir()
-    assert configs_agree(weights, {"dense_ft": str(folder)})         # no record yet (an older fit): kept, recorded
-    assert (weights / "model_configs.json").is_file()
-    assert configs_agree(weights, {"dense_ft": str(folder), "hub": "org/model"})   # a hub name has no folder
+    (weights / "weights.json").write_text("{}")                    # fitted after the model was configured
+    models = {"dense_ft": str(folder), "hub": "org/model"}          # a hub name has no folder, no configuration
+    assert configs_agree(weights, models)                            # no record yet (an older fit): kept, recorded
+    assert json.loads((weights / CONFIGS_FILE).read_text()) == {"dense_ft": model_config_digest(folder)}
     _set_max_seq_length(folder, 8)
-    assert not configs_agree(weights, {"dense_ft": str(folder)})     # fitted with the model configured otherwise
-    record_configs(weights, {"dense_ft": str(folder)})               # what a refit writes
-    assert configs_agree(weights, {"dense_ft": str(folder)})
+    assert not configs_agree(weights, models)                        # fitted with the model configured otherwise
+    record_configs(weights, configs(models))                         # what a refit writes
+    assert configs_agree(weights, models)
+    (weights / CONFIGS_FILE).write_text("{not json")
+    assert not configs_agree(weights, models)                        # an unreadable record stands for nothing
+
+
+def test_an_older_fit_is_not_kept_when_its_models_configuration_changed_after_it(tmp_path):
+    import os
+
+    folder = _train(tmp_path / "model", lr=1e-3)
+    weights = tmp_path / "fuser"
+    weights.mkdir()
+    (weights / "weights.json").write_text("{}")
+    cfg = folder / "sentence_bert_config.json"
+    later = (weights / "weights.json").stat().st_mtime + 10
+    os.utime(cfg, (later, later))                                    # edited after the fit, before any record
+    assert not configs_agree(weights, {"dense_ft": str(folder)})
+
+
+def test_what_does_not_change_a_model_does_not_change_its_configuration_digest(tmp_path):
+    folder = _train(tmp_path / "model", lr=1e-3)
+    before = model_config_digest(folder)
+    for name in ("pyterrier_tot_training.json", "pt_meta.json"):     # the library's own records, rewritten
+        (folder / name).write_text(json.dumps({"rewritten": True}))
+    (folder / "notes.txt").write_text("mine")                       # a user's file
+    (folder / ".ipynb_checkpoints").mkdir()
+    (folder / ".ipynb_checkpoints" / "config-checkpoint.json").write_text("{}")
+    st = folder / "config_sentence_transformers.json"                # saved again by another library version
+    st.write_text(json.dumps({**json.loads(st.read_text()), "__version__": {"sentence_transformers": "99.0"}}))
+    hf = folder / "config.json"
+    hf.write_text(json.dumps({**json.loads(hf.read_text()), "transformers_version": "99.0", "_name_or_path": "/x"}))
+    assert model_config_digest(folder) == before
+    pooling = next(p for p in folder.iterdir() if p.name.endswith("_Pooling")) / "config.json"
+    pooling.write_text(json.dumps({**json.loads(pooling.read_text()), "pooling_mode_mean_tokens": False,
+                                   "pooling_mode_cls_token": True}))
+    assert model_config_digest(folder) != before                     # a module's configuration does count
 
 
 def test_fitted_weights_fit_again_when_a_models_configuration_changed(tmp_path, monkeypatch):
+    base, helper = _train(tmp_path / "base", lr=1e-3), _train(tmp_path / "helper", lr=5e-2)
     path = tmp_path / "fuser"
-    path.mkdir()
     topics = pd.DataFrame({"qid": ["1"], "query": ["a sleepy cat"]})
     monkeypatch.setattr(recipe, "train_data", lambda *a, **k: (topics, QRELS))
     monkeypatch.setattr(recipe, "check_not_trained_on_slice", lambda *a, **k: None)
     monkeypatch.setattr(recipe, "_weights_path", lambda *a, **k: path)
+    fits = []
 
-    def refit(*a, **k):
-        raise RuntimeError("fitting again")
+    class Stage:
+        def __rshift__(self, other):
+            return self
 
-    monkeypatch.setattr(recipe, "build_pipeline", refit)
-    monkeypatch.setattr(recipe, "configs_agree", lambda folder, models: True)
-    ds = type("Ds", (), {"name": "ds"})()
-    assert recipe.fitted_weights(ds, None, fine_tuned=str(tmp_path / "m")) == path       # reused
-    monkeypatch.setattr(recipe, "configs_agree", lambda folder, models: False)
-    with pytest.warns(UserWarning, match="configured otherwise"), pytest.raises(RuntimeError, match="fitting again"):
-        recipe.fitted_weights(ds, None, fine_tuned=str(tmp_path / "m"))
+    class Fuser:
+        names = []
+
+        def fit(self, *a, **k):
+            fits.append(1)
+
+        def save(self, where):
+            where.mkdir(exist_ok=True)
+            (where / "weights.json").write_text("{}")
+            return where
+
+    monkeypatch.setattr(recipe, "build_pipeline", lambda *a, **k: type("Dp", (), {
+        "decomposer": Stage(), "candidates": Stage(), "fuser": Fuser()})())
+    ds, fit = type("Ds", (), {"name": "ds"})(), lambda: recipe.fitted_weights(ds, None, fine_tuned=str(base),
+                                                                              helpers={"helper": str(helper)})
+    assert fit() == path and len(fits) == 1
+    assert set(json.loads((path / CONFIGS_FILE).read_text())) == {*recipe.fine_tuned_models(str(base)), "helper"}
+    assert fit() == path and len(fits) == 1                          # reused
+    _set_max_seq_length(helper, 8)                                   # the helper reconfigured
+    with pytest.warns(UserWarning, match="configured otherwise"):
+        fit()
+    assert len(fits) == 2
+    assert fit() == path and len(fits) == 2                          # the refit recorded what it was fitted with

@@ -30,14 +30,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import warnings
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot._fingerprint import configs_agree, model_fingerprint, record_configs
+from pyterrier_tot._fingerprint import configs, model_fingerprint, record_configs, reuse_fit
 from pyterrier_tot._util import cache_dir
 from pyterrier_tot.decomposition.bases import (  # noqa: F401  (the recipe's public names, importable from here)
     BASE_SETTINGS,
@@ -283,11 +282,9 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
     check_not_trained_on_slice(models, dataset, n, seed)
     path = _weights_path(dataset.name, index, fine_tuned, n, seed, k, expert_k, extra_experts, bags, helpers,
                          text_fingerprint(tuning), normalise)
-    if path.exists() and not refit:
-        if configs_agree(path, models):
-            return path
-        warnings.warn(f"{path.name} was fitted with a model configured otherwise (max_seq_length, tokenizer, ...); "
-                      "fitting it again", stacklevel=2)
+    found = configs(models)  # the configurations the fit is made with, recorded beside it
+    if path.exists() and not refit and reuse_fit(path, models):
+        return path
     dp = build_pipeline(index, fine_tuned, k=k, expert_k=expert_k, extra_experts=extra_experts, depth=None,
                         helpers=helpers, normalise=normalise)
     same_queries(feats, tuning, "fitted_weights", lambda t: dp.fuser.features((dp.decomposer >> dp.candidates)(t)),
@@ -304,10 +301,10 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
         dp.fuser.fit_bags, dp.fuser.fit_bagged = on_matrix.fit_bags, on_matrix.fit_bagged
         dp.fuser.fit_metric, dp.fuser.fit_score = on_matrix.fit_metric, on_matrix.fit_score
         dp.fuser.fit_floor, dp.fuser.fit_floor_metric = on_matrix.fit_floor, on_matrix.fit_floor_metric
-        return record_configs(dp.fuser.save(path), models)
+        return record_configs(dp.fuser.save(path), found)
     dp.fuser.fit(tuning, qrels, metric=FIT_METRIC, candidates=dp.decomposer >> dp.candidates,
                  verbose=verbose, floor=base_names(fine_tuned), floor_metric=FLOOR_METRIC, bags=bags)
-    return record_configs(dp.fuser.save(path), models)
+    return record_configs(dp.fuser.save(path), found)
 
 
 def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
@@ -376,7 +373,8 @@ def fitted_learned_fuser(dataset, index, fine_tuned: FineTuned = None, n: int = 
                       n, k, expert_k, negation, grid, "lambdamart-v2", _fingerprints(fine_tuned_models(fine_tuned)),
                       text_fingerprint(train_data(dataset, "tuning", n)[0])])
     path = cache_dir() / "models" / f"learned-fuser-{dataset.name}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
-    if (path / "pt_meta.json").is_file() and not refit:
+    fts, found = fine_tuned_models(fine_tuned), configs(fine_tuned_models(fine_tuned))
+    if (path / "pt_meta.json").is_file() and not refit and reuse_fit(path, fts, "pt_meta.json"):
         return LearnedFuser.load(path, list(experts.values()), neg)
     fuser = LearnedFuser(list(experts.values()), names=list(experts), negation=neg)
     tuning, qrels = train_data(dataset, "tuning", n)
@@ -391,7 +389,7 @@ def fitted_learned_fuser(dataset, index, fine_tuned: FineTuned = None, n: int = 
     fuser.fit(None, qrels, feats=feats)
     if table is not None:
         fuser.fit_info["cross_validation"] = table.to_dict("records")
-    fuser.save(path)
+    record_configs(fuser.save(path), found)
     return fuser
 
 

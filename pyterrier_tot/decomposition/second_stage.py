@@ -229,7 +229,8 @@ def recipe_reranker(dataset, index=None, base: Optional[str] = None, train: bool
     rest, qrels = train_data(dataset, "rest", n)
 
     def default_run():  # (what ranks, its ranking of the training rest) as designed: the default recipe
-        pipe = recipe.tuned_pipeline(dataset, index, base=base, verbose=verbose, n=n, train_settings=train_settings)
+        pipe = recipe.tuned_pipeline(dataset, index, base=base, verbose=verbose, n=n, train_settings=train_settings,
+                                     train=train)  # train=False: a lookup never trains or fits what it checks with
         return repr(pipe), (pipe % (2 * s["mine_depth"]))(rest)
 
     mined_by, mined_by_default = "a ranking passed as run=", run is None
