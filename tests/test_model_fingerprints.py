@@ -276,3 +276,22 @@ def test_fitted_weights_fit_again_when_a_models_configuration_changed(tmp_path, 
         fit()
     assert len(fits) == 2
     assert fit() == path and len(fits) == 2                          # the refit recorded what it was fitted with
+
+
+def test_an_index_recorded_before_configurations_is_kept_until_its_model_is_reconfigured(tmp_path):
+    import os
+
+    index = ptt.BookIndex(pd.DataFrame(TINY_BOOKS), path=tmp_path / "index", name="tiny")
+    folder = _train(tmp_path / "model", lr=1e-3)
+    first = _stored(index, str(folder))
+    part = next(p for p in (tmp_path / "index").iterdir() if p.name.startswith("dense-model"))
+    meta = json.loads((part / "pt_meta.json").read_text())
+    assert meta.pop("model_config") == model_config_digest(folder)
+    (part / "pt_meta.json").write_text(json.dumps(meta))             # as the version before this one wrote it
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                               # kept: no rebuild, no warning
+        assert np.allclose(_stored(index, str(folder)), first)
+    later = (part / "pt_meta.json").stat().st_mtime + 10
+    os.utime(folder / "sentence_bert_config.json", (later, later))   # configured again after the index was made
+    with pytest.warns(UserWarning, match="rebuilding"):
+        _stored(index, str(folder))
