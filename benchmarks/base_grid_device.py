@@ -114,6 +114,21 @@ def measures(ranks: dict) -> dict:
     return {k: round(v, 4) for k, v in out.items()}
 
 
+def setup(kit: Path, dry: bool = False):
+    """(the kit's data, the device, an :class:`Evaluator`); ``dry``: a check of the code on a CPU, over 300 books
+    and 40 queries of each split."""
+    import torch
+
+    data = json.load(gzip.open(kit / "kit.json.gz", "rt", encoding="utf8"))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    ev = Evaluator(data, device)
+    if dry:
+        ev.texts, ev.docnos = ev.texts[:300], ev.docnos[:300]
+        for s in ev.splits.values():
+            s["topics"] = s["topics"][:40]
+    return data, device, ev
+
+
 def run(kit: Path, model_dir: str, out: Path, budget_s: float = 420.0, dry: bool = False) -> None:
     import pandas as pd
     import torch
@@ -121,13 +136,7 @@ def run(kit: Path, model_dir: str, out: Path, budget_s: float = 420.0, dry: bool
 
     t0 = time.time()
     et, hn = _library()
-    data = json.load(gzip.open(kit / "kit.json.gz", "rt", encoding="utf8"))
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    ev = Evaluator(data, device)
-    if dry:  # a check of the code on a CPU: a few queries and books, two steps
-        ev.texts, ev.docnos = ev.texts[:300], ev.docnos[:300]
-        for s in ev.splits.values():
-            s["topics"] = s["topics"][:40]
+    data, device, ev = setup(kit, dry)
     rest = pd.DataFrame(data["rest"]["topics"])
     qrels = pd.DataFrame(data["rest"]["qrels"])
     pairs = et.build_pairs(rest, qrels, ev.corpus)

@@ -18,14 +18,13 @@ library's ``train_biencoder`` (distinct texts per batch, 10% warm-up, ``max_seq_
 """
 from __future__ import annotations
 
-import gzip
 import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from base_grid_device import CUTS, Evaluator, _library, measures  # noqa: E402
+from base_grid_device import CUTS, _library, measures, setup  # noqa: E402
 
 #: (name, batch size, lr, schedule epochs), in the order they run (a run cut by its budget keeps the first ones)
 SETTINGS = (("b16-lr3e-05", 16, 3e-5, 3), ("b64-lr5e-05", 64, 5e-5, 4), ("b64-lr1e-04", 64, 1e-4, 4),
@@ -45,14 +44,9 @@ def run(kit: Path, model_dir: str, out: Path, budget_s: float = 430.0, dry: bool
 
     t0 = time.time()
     et, _ = _library()
-    data = json.load(gzip.open(kit / "kit.json.gz", "rt", encoding="utf8"))
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    ev = Evaluator(data, device)
+    data, device, ev = setup(kit, dry)
     settings, seeds, steps = SETTINGS, SEEDS, {}
     if dry:  # a check of the code on a CPU: a few queries and books, two steps, two settings, one seed
-        ev.texts, ev.docnos = ev.texts[:300], ev.docnos[:300]
-        for s in ev.splits.values():
-            s["topics"] = s["topics"][:40]
         settings, seeds, steps = tuple((n, b, lr, 2) for n, b, lr, _ in SETTINGS[:2]), SEEDS[:1], {"max_steps": 2}
     pairs = et.build_pairs(pd.DataFrame(data["rest"]["topics"]), pd.DataFrame(data["rest"]["qrels"]), ev.corpus)
     work = Path("/tmp/batch") if not dry else out / "models"
@@ -101,14 +95,9 @@ def run_hn(kit: Path, model_dir: str, out: Path, seeds=(42, 43, 44), dry: bool =
 
     t0 = time.time()
     et, _ = _library()
-    data = json.load(gzip.open(kit / "kit.json.gz", "rt", encoding="utf8"))
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    ev = Evaluator(data, device)
+    data, device, ev = setup(kit, dry)
     steps = {}
     if dry:
-        ev.texts, ev.docnos = ev.texts[:300], ev.docnos[:300]
-        for s in ev.splits.values():
-            s["topics"] = s["topics"][:40]
         data["rest"]["topics"], seeds, steps = data["rest"]["topics"][:60], seeds[:1], {"max_steps": 2}
     pairs = et.build_pairs(pd.DataFrame(data["rest"]["topics"]), pd.DataFrame(data["rest"]["qrels"]), ev.corpus)
     work = Path("/tmp/batch_hn") if not dry else out / "hn_models"

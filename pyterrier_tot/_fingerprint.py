@@ -96,12 +96,16 @@ def model_fingerprint(model) -> Optional[str]:
     p = Path(str(getattr(model, "path", model))).expanduser()
     if not p.exists():
         return None
-    files = weight_files(p)
+    return _digest(p, weight_files(p), file_sha256)
+
+
+def _digest(p: Path, files: List[Path], hash_file) -> Optional[str]:
+    """16 hex digits of the sha256 over ``files`` of ``p`` (their paths under it and ``hash_file``'s hashes)."""
     if not files:
         return None
     h = hashlib.sha256()
     for f in files:
-        h.update(f"{f.relative_to(p) if f != p else f.name}:{file_sha256(f)}\n".encode())
+        h.update(f"{f.relative_to(p).as_posix() if f != p else f.name}:{hash_file(f)}\n".encode())
     return h.hexdigest()[:16]
 
 
@@ -141,13 +145,7 @@ def model_config_digest(model) -> Optional[str]:
     if model is None:
         return None
     p = Path(str(getattr(model, "path", model))).expanduser()
-    files = config_files(p)
-    if not files:
-        return None
-    h = hashlib.sha256()
-    for f in files:
-        h.update(f"{f.relative_to(p).as_posix()}:{_config_hash(f)}\n".encode())
-    return h.hexdigest()[:16]
+    return _digest(p, config_files(p), _config_hash)
 
 
 def _configs_newer(models, record: Path) -> bool:

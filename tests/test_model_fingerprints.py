@@ -89,28 +89,6 @@ def test_no_fine_tuned_base_hashes_nothing_and_what_cannot_be_hashed_has_no_fing
     assert model_fingerprint(tmp_path / "empty") is None and model_fingerprint(None) is None
 
 
-def test_an_index_recorded_before_fingerprints_is_kept_until_its_model_changes(tmp_path):
-    import json
-    import os
-
-    index = ptt.BookIndex(pd.DataFrame(TINY_BOOKS), path=tmp_path / "index", name="tiny")
-    folder = _train(tmp_path / "model", lr=1e-3)
-    first = _stored(index, str(folder))
-    part = next(p for p in (tmp_path / "index").iterdir() if p.name.startswith("dense-model"))
-    meta = json.loads((part / "pt_meta.json").read_text())
-    assert meta.pop("model_fingerprint") == model_fingerprint(folder)
-    assert meta.pop("model_config") == model_config_digest(folder)
-    (part / "pt_meta.json").write_text(json.dumps(meta))             # as an older version wrote it
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")                               # kept: no rebuild, no warning
-        assert np.allclose(_stored(index, str(folder)), first)
-    weights = next(p for p in folder.rglob("model.safetensors"))
-    later = (part / "pt_meta.json").stat().st_mtime + 10
-    os.utime(weights, (later, later))                                # the model changed after the record
-    with pytest.warns(UserWarning, match="rebuilding"):
-        _stored(index, str(folder))
-
-
 def test_helpers_are_refused_under_the_recipe_experts_names(tmp_path):
     index = ptt.BookIndex(pd.DataFrame(TINY_BOOKS), path=tmp_path / "index", name="tiny")
     with pytest.raises(ValueError, match="recipe's own experts"):
@@ -278,7 +256,11 @@ def test_fitted_weights_fit_again_when_a_models_configuration_changed(tmp_path, 
     assert fit() == path and len(fits) == 2                          # the refit recorded what it was fitted with
 
 
-def test_an_index_recorded_before_configurations_is_kept_until_its_model_is_reconfigured(tmp_path):
+@pytest.mark.parametrize("older, changed", [(("model_fingerprint", "model_config"), "model.safetensors"),
+                                            (("model_config",), "sentence_bert_config.json")])
+def test_an_index_recorded_by_an_older_version_is_kept_until_its_model_changes(tmp_path, older, changed):
+    """A record without the fields an older version did not write is kept (no re-encoding on upgrade) until the
+    model's weights (or configuration) change after it was written."""
     import os
 
     index = ptt.BookIndex(pd.DataFrame(TINY_BOOKS), path=tmp_path / "index", name="tiny")
@@ -286,12 +268,13 @@ def test_an_index_recorded_before_configurations_is_kept_until_its_model_is_reco
     first = _stored(index, str(folder))
     part = next(p for p in (tmp_path / "index").iterdir() if p.name.startswith("dense-model"))
     meta = json.loads((part / "pt_meta.json").read_text())
-    assert meta.pop("model_config") == model_config_digest(folder)
-    (part / "pt_meta.json").write_text(json.dumps(meta))             # as the version before this one wrote it
+    now = {"model_fingerprint": model_fingerprint(folder), "model_config": model_config_digest(folder)}
+    assert all(meta.pop(field) == now[field] for field in older)
+    (part / "pt_meta.json").write_text(json.dumps(meta))             # as an older version wrote it
     with warnings.catch_warnings():
         warnings.simplefilter("error")                               # kept: no rebuild, no warning
         assert np.allclose(_stored(index, str(folder)), first)
     later = (part / "pt_meta.json").stat().st_mtime + 10
-    os.utime(folder / "sentence_bert_config.json", (later, later))   # configured again after the index was made
+    os.utime(next(folder.rglob(changed)), (later, later))           # the model changed after the record
     with pytest.warns(UserWarning, match="rebuilding"):
         _stored(index, str(folder))
