@@ -154,6 +154,6 @@ def test_precomputed_tuning_features_of_other_query_texts_are_refused():
     feats = pd.DataFrame({"qid": ["1", "1", "2"], "docno": ["a", "b", "a"],
                           "query": ["a ghost", "a ghost", "a dragon\nSolved! It was Dragon Moon"]})
     with pytest.raises(ValueError, match="other texts of 1 tuning queries"):
-        recipe._same_queries(feats, tuning, "fitted_weights")
-    recipe._same_queries(feats.assign(query=feats["query"].str.split("\n").str[0]), tuning, "fitted_weights")
-    recipe._same_queries(feats.drop(columns=["query"]), tuning, "fitted_weights")   # no text: nothing to compare
+        recipe.same_queries(feats, tuning, "fitted_weights")
+    recipe.same_queries(feats.assign(query=feats["query"].str.split("\n").str[0]), tuning, "fitted_weights")
+    recipe.same_queries(feats.drop(columns=["query"]), tuning, "fitted_weights")   # no text: nothing to compare

@@ -278,3 +278,13 @@ def test_an_index_recorded_by_an_older_version_is_kept_until_its_model_changes(t
     os.utime(next(folder.rglob(changed)), (later, later))           # the model changed after the record
     with pytest.warns(UserWarning, match="rebuilding"):
         _stored(index, str(folder))
+
+
+def test_bumping_the_features_version_finds_no_weights_fitted_before(monkeypatch):
+    key = lambda: recipe._weights_path("ds", None, None, 300, 0, 100, 50)  # noqa: E731
+    before = key()
+    assert recipe.FEATURES_VERSION == 1
+    monkeypatch.setattr(recipe, "FEATURES_VERSION", 2)                # the rule clues changed, say
+    assert key() != before
+    monkeypatch.setattr(recipe, "FEATURES_VERSION", 1)
+    assert key() == before                                           # version 1 keeps the keys made before the tag

@@ -94,6 +94,8 @@ BASE_K, EXPERT_K = 100, 50
 FIT_METRIC = "R@1,R@5,R@10,R@20,R@100,RR"
 #: The measures the floor holds on: every Recall@k cut-off up to the fused depth, and MRR (the six alone let R@50 slip).
 FLOOR_METRIC = "R@1,R@2,R@3,R@5,R@10,R@20,R@30,R@50,R@100,RR"
+#: Bump when code changes the fuser's features (rule clues, experts' defaults); 1 adds nothing to the weights' key.
+FEATURES_VERSION = 1
 #: Bootstrap resamples of the slice the fuser is fitted on, their weights averaged (0: one ascent). Chosen inside
 #: the slice (60 random halves, fit on one, measured on the other; mpnet): one ascent fell below the base somewhere
 #: on 35% of the held-out halves, the bagged mean on 30%, a small edge (benchmarks/results/fuser_bagging.md).
@@ -258,11 +260,9 @@ def _weights_path(ds_name: str, index, fine_tuned: FineTuned, n: int, seed: int,
         parts.append({name: repr(e) for name, e in extra_experts.items()})
     if normalise != "minmax":  # absent for the default scale
         parts.append({"normalise": normalise})
+    parts += [{"features_version": FEATURES_VERSION}] if FEATURES_VERSION != 1 else []
     key = json.dumps(parts)
     return cache_dir() / "models" / f"fuser-{ds_name}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
-
-
-_same_queries = same_queries  # (its older name)
 
 
 def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING_QUERIES,
