@@ -35,8 +35,8 @@ def cached_run(work: Path, key: str, make, seconds: dict, topics: Optional[pd.Da
     wall-clock seconds in ``seconds[key]`` (timed as a new query's: the query memo is emptied first). ``topics``:
     the queries the run answers; a run kept for other query texts (a loader that now cleans them differently), or
     kept before their texts were recorded, is computed again."""
-    from pyterrier_tot.decomposition.protocol import text_fingerprint
     from pyterrier_tot.models import forget_queries
+    from pyterrier_tot.recipe.protocol import text_fingerprint
 
     work.mkdir(parents=True, exist_ok=True)
     f = work / (re.sub(r"[^A-Za-z0-9_.-]+", "_", key) + ".jsonl")

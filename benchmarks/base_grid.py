@@ -4,8 +4,8 @@
     python benchmarks/base_grid.py --model minilm --lrs 2e-5 5e-5 --epochs 2
 
 Each learning rate is one training run with an ``--epochs``-epoch schedule, saved after every epoch
-(:func:`~pyterrier_tot.decomposition.bases.base_grid`); the checkpoints are compared by the dense retriever alone
-on the tuning slice (300 training queries; :func:`~pyterrier_tot.decomposition.bases.choose_base`, R@5, ties to
+(:func:`~pyterrier_tot.recipe.bases.base_grid`); the checkpoints are compared by the dense retriever alone
+on the tuning slice (300 training queries; :func:`~pyterrier_tot.recipe.bases.choose_base`, R@5, ties to
 the earlier). Validation is evaluated for the current setting and the chosen one only. Training seconds come from
 each model's training record.
 """
@@ -22,8 +22,9 @@ import pandas as pd  # noqa: E402
 from ir_measures import RR, R  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot.decomposition import bases, recipe  # noqa: E402
 from pyterrier_tot.models import native_bf16  # noqa: E402
+from pyterrier_tot.recipe import bases  # noqa: E402
+from pyterrier_tot.recipe import tuned as recipe
 
 MEASURES = [R @ 1, R @ 5, R @ 20, R @ 100, R @ 1000, RR]
 

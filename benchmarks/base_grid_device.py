@@ -40,8 +40,8 @@ def export(kit: Path) -> None:
     import _common  # noqa: F401  (offline)
 
     import pyterrier_tot as ptt
-    from pyterrier_tot.decomposition import recipe
-    from pyterrier_tot.decomposition.expert_training import clue_form_queries
+    from pyterrier_tot.decomposition.rule_clue_extractor import clue_form_queries
+    from pyterrier_tot.recipe import tuned as recipe
 
     ds = ptt.get_dataset("reddit-tomt-books")
     corpus = ptt.BookIndex(ds).corpus  # the books the recipe's dense index encodes, in its order
@@ -58,7 +58,7 @@ def export(kit: Path) -> None:
     print({k: len(v) if isinstance(v, list) else len(v["topics"]) for k, v in data.items()})
 
 
-def _library(subpackages=("decomposition",)):
+def _library(subpackages=("decomposition", "recipe")):
     """pyterrier_tot's training modules without the package ``__init__`` (which imports the whole stack)."""
     for name, sub in (("pyterrier_tot", ""), *((f"pyterrier_tot.{p}", p) for p in subpackages)):
         if name not in sys.modules:
@@ -67,7 +67,7 @@ def _library(subpackages=("decomposition",)):
             init = (ROOT / "pyterrier_tot" / sub / "__init__.py").read_text()
             mod.__version__ = re.search(r'__version__ = "([^"]+)"', init).group(1) if not sub else None
             sys.modules[name] = mod
-    from pyterrier_tot.decomposition import expert_training, hard_negatives
+    from pyterrier_tot.recipe import expert_training, hard_negatives
 
     return expert_training, hard_negatives
 
@@ -280,7 +280,7 @@ def install(out: Path) -> Path:
     mpnet base of its settings (``bases.base_dir``), weights back in fp32, its record saying where it trained."""
     _here()
     import pyterrier_tot as ptt
-    from pyterrier_tot.decomposition import bases
+    from pyterrier_tot.recipe import bases
 
     res = json.loads((out / "grid_results.json").read_text())
     m = res["models"][res["chosen"]]

@@ -5,7 +5,7 @@ current recipe (MiniLM base); training seconds and encoding docs/s of each base.
 
     python benchmarks/bases.py [--train] [--lrs 2e-5] [--epochs 2] [--no-birco] [--render]
 
-Protocol (:mod:`pyterrier_tot.decomposition.protocol`): every base trains on the training queries outside the fixed
+Protocol (:mod:`pyterrier_tot.recipe.protocol`): every base trains on the training queries outside the fixed
 tuning slice; mpnet's learning rate and epoch (``--lrs`` x checkpoints of an ``--epochs`` schedule), its encoding
 precision (fp32 or bf16) and the fuser weights of each recipe are chosen / fitted on the tuning slice (300
 training queries); validation and BIRCO are only evaluated. Without ``--train`` models come from the cache
@@ -29,9 +29,10 @@ import pyterrier as pt  # noqa: E402
 from ir_measures import RR, R, nDCG  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot.decomposition import bases, recipe  # noqa: E402
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser  # noqa: E402
 from pyterrier_tot.models import auto_precision, native_bf16  # noqa: E402
+from pyterrier_tot.recipe import bases  # noqa: E402
+from pyterrier_tot.recipe import tuned as recipe
 
 warnings.filterwarnings("ignore")
 NAME = "bases"

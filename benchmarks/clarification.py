@@ -50,8 +50,8 @@ from pyterrier_tot.clarinet import (  # noqa: E402
     turn_table,
 )
 from pyterrier_tot.clarinet.posterior import DEFAULT_TAU  # noqa: E402
-from pyterrier_tot.decomposition import recipe  # noqa: E402
 from pyterrier_tot.models import load_sentence_transformer  # noqa: E402
+from pyterrier_tot.recipe import tuned as recipe  # noqa: E402
 
 warnings.filterwarnings("ignore")
 NAME = "clarification"

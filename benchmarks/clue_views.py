@@ -31,8 +31,8 @@ VARIANTS = {"default": (), "+ plot_ft": ("plot_ft",), "+ plot_ft, title_ft": ("p
 
 def clue_experts(index, fine) -> dict:
     """The fine-tuned base (its stored title + text vectors) scoring the plot and the title clue."""
-    from pyterrier_tot.decomposition import recipe
     from pyterrier_tot.decomposition.field_expert import FieldExpert
+    from pyterrier_tot.recipe import tuned as recipe
 
     (name, folder), = recipe.fine_tuned_models(fine).items()
     prec = recipe.encoding_precision(name)
@@ -67,8 +67,8 @@ def main() -> None:
     if started is None:
         return
     import pyterrier_tot as ptt
-    from pyterrier_tot.decomposition import recipe
     from pyterrier_tot.decomposition.pipeline import fill_to_depth
+    from pyterrier_tot.recipe import tuned as recipe
 
     t0, ds, index = started
     dp, _, fine, (helpers, extra) = fn.default_parts(ds, index)

@@ -1,6 +1,6 @@
 """The density prior beside the default recipe (issue 31.4): a training-free expert that scores each candidate
 book by minus its mean cosine to its k nearest books in the fine-tuned mpnet base's space
-(:class:`~pyterrier_tot.decomposition.density_prior.DensityPrior`).
+(:class:`~pyterrier_tot.recipe.density_prior.DensityPrior`).
 
 1. Chosen inside the tuning slice (300 training queries; validation not read), with the protocol of
    ``helper_bases.py``: 30 random halves; on each, the fuser fitted on one half (bagged, the base alone as the
@@ -26,9 +26,10 @@ import helper_bases  # noqa: E402
 import seed_ensemble  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot.decomposition import bases, recipe  # noqa: E402
-from pyterrier_tot.decomposition.density_prior import DensityPrior  # noqa: E402
 from pyterrier_tot.normalise import normalise_scores  # noqa: E402
+from pyterrier_tot.recipe import bases  # noqa: E402
+from pyterrier_tot.recipe import tuned as recipe
+from pyterrier_tot.recipe.density_prior import DensityPrior  # noqa: E402
 
 NAME = "density"
 WORK = _common.WORK / NAME

@@ -25,10 +25,11 @@ import pandas as pd  # noqa: E402
 import pyterrier as pt  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot.decomposition import bases, recipe  # noqa: E402
 from pyterrier_tot.decomposition._fast_eval import FastEvaluator  # noqa: E402
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser  # noqa: E402
 from pyterrier_tot.evaluation import parse_measure  # noqa: E402
+from pyterrier_tot.recipe import bases  # noqa: E402
+from pyterrier_tot.recipe import tuned as recipe
 
 NAME = "fuser_bagging"
 WORK = _common.WORK / NAME

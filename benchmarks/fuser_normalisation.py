@@ -36,7 +36,7 @@ OBJECTIVE = [R @ 1, R @ 5, R @ 10, R @ 20, R @ 100, RR]
 def default_parts(ds, index):
     """(the default recipe 1000 deep, the same recipe unfitted and without its tail, its base folders): the
     unfitted one gives the initial weights, the expert names and the experts that score the candidates."""
-    from pyterrier_tot.decomposition import recipe
+    from pyterrier_tot.recipe import tuned as recipe
 
     fine = recipe.fine_tuned_bases(ds, index, recipe.DEFAULT_BASE, train=False)
     helpers = recipe.fine_tuned_bases(ds, index, recipe.default_helpers(recipe.DEFAULT_BASE), train=False,
@@ -74,8 +74,8 @@ def normalised(raw: pd.DataFrame, names: list, method: str) -> pd.DataFrame:
 
 def fit(feats: pd.DataFrame, qrels: pd.DataFrame, names: list, init, floor) -> np.ndarray:
     """The recipe's fit (``recipe.fitted_weights`` on precomputed features) on normalised ``feats``."""
-    from pyterrier_tot.decomposition import recipe
     from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
+    from pyterrier_tot.recipe import tuned as recipe
 
     frame = feats.drop(columns=names).assign(features=list(feats[names].to_numpy(dtype=float)))
     f = WeightedFuser(None, weights=init, names=names, normalise="none")
@@ -189,7 +189,7 @@ def main() -> None:
     if started is None:
         return
     import pyterrier_tot as ptt
-    from pyterrier_tot.decomposition import recipe
+    from pyterrier_tot.recipe import tuned as recipe
 
     t0, ds, index = started
     dp, unfitted, fine, (helpers, extra) = default_parts(ds, index)

@@ -24,10 +24,11 @@ import pandas as pd  # noqa: E402
 import pyterrier as pt  # noqa: E402
 from fuser_bagging import OBJ, fit  # noqa: E402
 
-from pyterrier_tot.decomposition import bases, recipe  # noqa: E402
 from pyterrier_tot.decomposition._fast_eval import FastEvaluator  # noqa: E402
 from pyterrier_tot.decomposition.field_expert import FieldExpert  # noqa: E402
 from pyterrier_tot.evaluation import parse_measure  # noqa: E402
+from pyterrier_tot.recipe import bases  # noqa: E402
+from pyterrier_tot.recipe import tuned as recipe
 
 NAME = "helper_bases"
 WORK = _common.WORK / NAME

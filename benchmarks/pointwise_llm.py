@@ -64,7 +64,7 @@ def main():
     from scipy.stats import ttest_rel
 
     import pyterrier_tot as ptt
-    from pyterrier_tot.decomposition import recipe
+    from pyterrier_tot.recipe import tuned as recipe
 
     t0 = time.time()
     ds, index = _common.reddit()

@@ -32,10 +32,11 @@ import helper_bases  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from pyterrier_tot.decomposition import bases, recipe  # noqa: E402
-from pyterrier_tot.decomposition.protocol import train_data  # noqa: E402
 from pyterrier_tot.models import DEFAULT_MODEL, load_sentence_transformer  # noqa: E402
 from pyterrier_tot.normalise import normalise_scores  # noqa: E402
+from pyterrier_tot.recipe import bases  # noqa: E402
+from pyterrier_tot.recipe import tuned as recipe
+from pyterrier_tot.recipe.protocol import train_data  # noqa: E402
 
 NAME = "query_signals"
 WORK = _common.WORK / NAME

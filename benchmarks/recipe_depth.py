@@ -26,12 +26,13 @@ import pyterrier as pt  # noqa: E402
 from ir_measures import RR, R, nDCG  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot.decomposition import bases, recipe  # noqa: E402
-from pyterrier_tot.decomposition.protocol import training_info  # noqa: E402
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser  # noqa: E402
 from pyterrier_tot.models import (
     native_bf16,  # noqa: E402
 )
+from pyterrier_tot.recipe import bases  # noqa: E402
+from pyterrier_tot.recipe import tuned as recipe
+from pyterrier_tot.recipe.protocol import training_info  # noqa: E402
 
 warnings.filterwarnings("ignore")
 NAME = "recipe_depth"

@@ -46,7 +46,7 @@ def _recipe_key(split: str, pipe) -> str:
 
 def _default(ds, index) -> tuple:
     """(fine-tuned base {expert: folder}, helpers, fitted weights path) of the default recipe, from the cache."""
-    from pyterrier_tot.decomposition import recipe
+    from pyterrier_tot.recipe import tuned as recipe
 
     fine = recipe.fine_tuned_bases(ds, index, recipe.DEFAULT_BASE, train=False)
     helpers = recipe.fine_tuned_bases(ds, index, recipe.default_helpers(recipe.DEFAULT_BASE), train=False,
@@ -70,9 +70,9 @@ def export(kit: Path) -> None:
     import _common  # noqa: F401  (offline)
 
     import pyterrier_tot as ptt
-    from pyterrier_tot.decomposition import recipe
-    from pyterrier_tot.decomposition.expert_training import clue_form_queries
-    from pyterrier_tot.decomposition.protocol import text_fingerprint
+    from pyterrier_tot.decomposition.rule_clue_extractor import clue_form_queries
+    from pyterrier_tot.recipe import tuned as recipe
+    from pyterrier_tot.recipe.protocol import text_fingerprint
 
     ds = ptt.get_dataset("reddit-tomt-books")
     index = ptt.BookIndex(ds)
@@ -231,7 +231,7 @@ def run(kit: Path, model_dir: str, out: Path, dry: bool = False) -> None:
 
     t0 = time.time()
     et, _ = _library()
-    from pyterrier_tot.decomposition import second_stage as ss
+    from pyterrier_tot.recipe import second_stage as ss
 
     data = json.load(gzip.open(kit / "rr.json.gz", "rt", encoding="utf8"))
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -395,7 +395,8 @@ def evaluate(out: Path) -> None:
     import _common
 
     import pyterrier_tot as ptt
-    from pyterrier_tot.decomposition import recipe, second_stage
+    from pyterrier_tot.recipe import second_stage
+    from pyterrier_tot.recipe import tuned as recipe
 
     work = _common.WORK / "rerank_device"
     ds = ptt.get_dataset("reddit-tomt-books")
@@ -433,7 +434,8 @@ def _rows(work: Path, tag: str, idx, topics, qrels, pipe, base_path, folder) -> 
 
     import pyterrier_tot as ptt
     from pyterrier_tot._fingerprint import model_fingerprint
-    from pyterrier_tot.decomposition import bases, recipe, second_stage
+    from pyterrier_tot.recipe import bases, second_stage
+    from pyterrier_tot.recipe import tuned as recipe
     from pyterrier_tot.rerank.dense_reranker import DenseReranker
 
     R = second_stage.RERANKER
@@ -471,8 +473,8 @@ def install(out: Path) -> Path:
     from base_grid_device import install_into
 
     import pyterrier_tot as ptt
-    from pyterrier_tot.decomposition import bases, second_stage
-    from pyterrier_tot.decomposition.protocol import qid_fingerprint, text_fingerprint, train_data
+    from pyterrier_tot.recipe import bases, second_stage
+    from pyterrier_tot.recipe.protocol import qid_fingerprint, text_fingerprint, train_data
 
     res = json.loads((out / "rr_results.json").read_text())
     n_neg, epochs, lr, forms = VARIANTS[res["chosen"]]

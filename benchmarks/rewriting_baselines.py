@@ -24,11 +24,11 @@ import pyterrier as pt  # noqa: E402
 from ir_measures import RR, R  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot.decomposition.expert_training import load_clue_cache  # noqa: E402
 from pyterrier_tot.decomposition.pipeline import ClueLookup  # noqa: E402
 from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor  # noqa: E402
 from pyterrier_tot.llm.llama_server import LlamaServer  # noqa: E402
 from pyterrier_tot.query.rewriters import ClueConcatenator, HyDE, LLMQueryRewriter  # noqa: E402
+from pyterrier_tot.recipe.expert_training import load_clue_cache  # noqa: E402
 
 MEASURES = [R @ 5, R @ 10, R @ 100, RR]
 

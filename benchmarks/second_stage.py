@@ -33,8 +33,9 @@ import strong_retrievers  # noqa: E402
 from strong_retrievers import ce_scores, interpolate  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot.decomposition import recipe, second_stage  # noqa: E402
 from pyterrier_tot.models import native_bf16  # noqa: E402
+from pyterrier_tot.recipe import second_stage  # noqa: E402
+from pyterrier_tot.recipe import tuned as recipe
 from pyterrier_tot.rerank.cross_encoder import CrossEncoderReranker, train_cross_encoder  # noqa: E402
 
 NAME = "second_stage"

@@ -34,7 +34,8 @@ def export(kit: Path, negatives: int, source: str = "minilm") -> None:
     import _common
 
     import pyterrier_tot as ptt
-    from pyterrier_tot.decomposition import recipe, second_stage
+    from pyterrier_tot.recipe import second_stage
+    from pyterrier_tot.recipe import tuned as recipe
 
     ds = ptt.get_dataset("reddit-tomt-books")
     index = ptt.BookIndex(ds)
@@ -79,7 +80,7 @@ def run(kit: Path, model_dir: str, out: Path, dry: bool = False, epochs_list=EPO
 
     if tf32:
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    _library(("decomposition", "rerank"))
+    _library(("decomposition", "recipe", "rerank"))
     from pyterrier_tot.rerank import cross_encoder as ce
 
     t0 = time.time()
@@ -132,7 +133,8 @@ def install(out: Path) -> Path:
     import _common  # noqa: F401  (offline)
 
     import pyterrier_tot as ptt
-    from pyterrier_tot.decomposition import recipe, second_stage
+    from pyterrier_tot.recipe import second_stage
+    from pyterrier_tot.recipe import tuned as recipe
 
     res = json.loads((out / "grid_results.json").read_text())
     chosen = res["models"][res["chosen"]]

@@ -26,9 +26,10 @@ import _common  # noqa: E402  (sets HF_HUB_OFFLINE)
 import recipe_depth  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot.decomposition import bases, recipe  # noqa: E402
-from pyterrier_tot.decomposition.protocol import training_info  # noqa: E402
 from pyterrier_tot.models import native_bf16  # noqa: E402
+from pyterrier_tot.recipe import bases  # noqa: E402
+from pyterrier_tot.recipe import tuned as recipe
+from pyterrier_tot.recipe.protocol import training_info  # noqa: E402
 
 NAME = "seed_ensemble"
 WORK = _common.WORK / NAME

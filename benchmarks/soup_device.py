@@ -1,5 +1,5 @@
 """Issue 31.3 on a GPU: the default's mpnet base trained with ``BASE_SETTINGS`` under several seeds, and their
-uniform soup (``pyterrier_tot.decomposition.soup.average_models``: the mean of the weights, one model's cost).
+uniform soup (``pyterrier_tot.recipe.soup.average_models``: the mean of the weights, one model's cost).
 
     python benchmarks/soup_device.py export .dev/soup                 # here: base_grid_device's kit + BIRCO dev
     python benchmarks/rerank_device.py split MPNET_DIR .dev           # here: all-mpnet-base-v2 as upload chunks
@@ -60,7 +60,7 @@ def run(kit: Path, model_dir: str, out: Path, seeds=SEEDS, dry: bool = False) ->
 
     t0 = time.time()
     et, _ = _library()
-    from pyterrier_tot.decomposition import soup
+    from pyterrier_tot.recipe import soup
 
     data = json.load(gzip.open(kit / "kit.json.gz", "rt", encoding="utf8"))
     birco = json.load(gzip.open(kit / "birco.json.gz", "rt", encoding="utf8"))
@@ -129,7 +129,7 @@ def run_grid(kit: Path, model_dir: str, out: Path, seeds=SEEDS[:3], lrs=(3e-5, 5
 
     t0 = time.time()
     et, _ = _library()
-    from pyterrier_tot.decomposition import soup
+    from pyterrier_tot.recipe import soup
 
     data = json.load(gzip.open(kit / "kit.json.gz", "rt", encoding="utf8"))
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -243,8 +243,8 @@ def install(fetched: Path) -> Path:
     import _common  # noqa: F401  (offline)
 
     import pyterrier_tot as ptt
-    from pyterrier_tot.decomposition import bases
     from pyterrier_tot.models import resolve_model
+    from pyterrier_tot.recipe import bases
 
     res = json.loads((fetched / "soup_results.json").read_text())
     n = len(res["seeds"])

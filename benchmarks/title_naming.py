@@ -24,8 +24,8 @@ import pyterrier as pt  # noqa: E402
 import pyterrier_alpha as pta  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot.decomposition.recipe import fine_tuned_base, tuned_pipeline  # noqa: E402
 from pyterrier_tot.llm.llama_server import LlamaServer  # noqa: E402
+from pyterrier_tot.recipe.tuned import fine_tuned_base, tuned_pipeline  # noqa: E402
 from pyterrier_tot.rerank.listwise_reranker import ListwiseReranker  # noqa: E402
 from pyterrier_tot.submission.title_namer import TitleNamer  # noqa: E402
 

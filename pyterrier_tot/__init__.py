@@ -1,6 +1,7 @@
 """pyterrier_tot: tip-of-the-tongue known-item retrieval stages for PyTerrier.
 
-Families live in subpackages (``datasets``, ``query``, ``llm``, ``decomposition``, ``covers``, ``rerank``);
+Families live in subpackages (``datasets``, ``query``, ``llm``, ``decomposition``, ``recipe``, ``covers``,
+``rerank``, ``generative``, ``clarinet``, ``submission``);
 every public name is re-exported here, so ``import pyterrier_tot as ptt; ptt.HedgeRemover()`` works.
 """
 __version__ = "0.2.0"
@@ -28,15 +29,16 @@ from pyterrier_tot.query import (HedgeRemover, hedge_statistics, NegationPenalty
 from pyterrier_tot.llm import LLM, LLMUsage, LLMCache, LlamaServer, load_prompt, available_prompts
 from pyterrier_tot.decomposition import (CLUE_FIELDS, CLUE_COLUMNS, YEAR_COLUMN, clue_column, latest_possible_year,
                                          ClueDecomposer, RuleClueExtractor, extract_clues, FieldExpert, base_expert,
-                                         DateExpert, WeightedFuser, FuserWeights, train_biencoder, train_base_retriever,
-                                         train_field_expert, load_clue_cache, decomposition_pipeline,
-                                         DecompositionPipeline, CandidateUnion, ClueLookup, tuning_split,
-                                         fine_tuned_base, tuned_pipeline, TrainingSet, tuning_data, clues_na_as_none,
-                                         NoDatesWarning, corpus_has_dates, DensityPrior, book_density)
+                                         DateExpert, WeightedFuser, FuserWeights, decomposition_pipeline,
+                                         DecompositionPipeline, CandidateUnion, ClueLookup, clues_na_as_none,
+                                         NoDatesWarning, corpus_has_dates)
+from pyterrier_tot.recipe import (train_biencoder, train_base_retriever, train_field_expert, load_clue_cache,
+                                  tuning_split, fine_tuned_base, tuned_pipeline, TrainingSet, tuning_data,
+                                  DensityPrior, book_density)
 from pyterrier_tot.covers import CoverRanker, CoverIndex, ClipModel, ClipCheckpoint, finetune_clip, CoverClipTrainer
 from pyterrier_tot.rerank import DenseReranker, ListwiseReranker, PointwiseLLMReranker
 from pyterrier_tot.submission.title_namer import TitleNamer
-from pyterrier_tot.decomposition.hard_negatives import mine_hard_negatives, sample_negatives
+from pyterrier_tot.recipe.hard_negatives import mine_hard_negatives, sample_negatives
 from pyterrier_tot.decomposition.learned_fuser import LearnedFuser, LearnedFuserModel
 from pyterrier_tot.rerank.cross_encoder import CrossEncoderModel, CrossEncoderReranker, train_cross_encoder
 from pyterrier_tot.query.rm3 import anserini_available, anserini_status, lucene_bm25, anserini_rm3

@@ -44,11 +44,16 @@ MOVED = {
     "field_expert": "pyterrier_tot.decomposition.field_expert",
     "date_expert": "pyterrier_tot.decomposition.date_expert",
     "weighted_fuser": "pyterrier_tot.decomposition.weighted_fuser",
-    "expert_training": "pyterrier_tot.decomposition.expert_training",
+    "expert_training": "pyterrier_tot.recipe.expert_training",
     "pipeline": "pyterrier_tot.decomposition.pipeline",
     "cover_ranker": "pyterrier_tot.covers",  # the old module held the CLIP wrapper, images, index and ranker
     "clip_training": "pyterrier_tot.covers.clip_training",
     "dense_reranker": "pyterrier_tot.rerank.dense_reranker",
+    # the recipe's training moved out of decomposition/ (which keeps the pipeline's parts) into recipe/
+    "decomposition.recipe": "pyterrier_tot.recipe.tuned",
+    **{f"decomposition.{m}": f"pyterrier_tot.recipe.{m}"
+       for m in ("bases", "soup", "protocol", "hard_negatives", "second_stage", "mined_cross_encoder", "density_prior",
+                 "expert_training")},
 }
 _PREFIX = "pyterrier_tot."
 

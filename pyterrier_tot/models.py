@@ -2,7 +2,7 @@
 
 ``resolve_model`` turns a short alias, a local directory, a trained :class:`BiEncoderModel` or a Hugging Face hub
 name into something ``SentenceTransformer`` can load, and fails within seconds (with what to install) when it
-cannot. A fine-tuned bi-encoder (see :mod:`pyterrier_tot.decomposition.expert_training`) is a ``pt.Artifact``
+cannot. A fine-tuned bi-encoder (see :mod:`pyterrier_tot.recipe.expert_training`) is a ``pt.Artifact``
 folder (type ``biencoder``, format ``sentence_transformers``), opened by ``pt.Artifact.load(path)``.
 """
 from __future__ import annotations

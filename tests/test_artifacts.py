@@ -8,10 +8,10 @@ import pyterrier as pt
 import pytest
 
 import pyterrier_tot as ptt
-from pyterrier_tot.decomposition.expert_training import train_field_expert
 from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert
 from pyterrier_tot.decomposition.weighted_fuser import FuserWeights, WeightedFuser
 from pyterrier_tot.models import BiEncoderModel
+from pyterrier_tot.recipe.expert_training import train_field_expert
 
 
 def _q(*pairs):

@@ -11,10 +11,11 @@ import pytest
 import torch
 from conftest import TINY_BOOKS
 
-from pyterrier_tot.decomposition import bases, recipe
-from pyterrier_tot.decomposition.expert_training import build_pairs, train_biencoder, training_metadata
 from pyterrier_tot.index import BookIndex
 from pyterrier_tot.models import BiEncoderModel, ModelUnavailableError, resolve_model
+from pyterrier_tot.recipe import bases
+from pyterrier_tot.recipe import tuned as recipe
+from pyterrier_tot.recipe.expert_training import build_pairs, train_biencoder, training_metadata
 
 QUERIES = ["kittens nap and then copy their siblings at night", "a blacksmith flies a dragon to the moon",
            "a detective and a poisoning at a lake house", "kids hide on a spaceship going to jupiter",
@@ -178,7 +179,7 @@ def test_base_grid_saves_every_epoch_and_choose_base_picks_on_the_slice(index, t
 
 
 def test_a_cached_base_is_reused_only_for_the_queries_it_was_trained_on(index, tmp_path, monkeypatch):
-    from pyterrier_tot.decomposition.protocol import qid_fingerprint, text_fingerprint, train_data, training_info
+    from pyterrier_tot.recipe.protocol import qid_fingerprint, text_fingerprint, train_data, training_info
 
     monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
     ds, tiny = TinyDataset(), dict(max_steps=1, batch_size=4, max_seq_length=32, verbose=False)
@@ -295,7 +296,7 @@ def test_the_training_seed_is_a_setting_and_no_fit_learns_from_a_base_trained_on
     import json
     import warnings
 
-    from pyterrier_tot.decomposition.protocol import qid_fingerprint, train_data, training_info
+    from pyterrier_tot.recipe.protocol import qid_fingerprint, train_data, training_info
 
     monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
     ds, small = TinyDataset(), {"max_steps": 1, "batch_size": 4, "max_seq_length": 32, "verbose": False}
@@ -331,7 +332,7 @@ def test_batches_that_cannot_be_filled_are_emitted_short():
     ever there, DistinctTextBatches emits a short batch."""
     from sentence_transformers import InputExample
 
-    from pyterrier_tot.decomposition.expert_training import DistinctTextBatches
+    from pyterrier_tot.recipe.expert_training import DistinctTextBatches
 
     same = [InputExample(texts=[f"query {i}", "The Sleepy Kitten"]) for i in range(3)]
     batches = list(DistinctTextBatches(same, batch_size=2))

@@ -49,8 +49,8 @@ def _default_citations():
         ("docs/quickstart.rst", f"R@5 {m['R@5']:.3f}, MRR {m['MRR']:.3f}, R@1000 {m['R@1000']:.3f}"),
         ("notebooks/quickstart.ipynb", f"R@5 {d['R@5']:.3f}, MRR {d['MRR']:.3f}, R@1000 {d['R@1000']:.3f}"),
         ("notebooks/quickstart.ipynb", f"R@5 {m['R@5']:.3f}, MRR {m['MRR']:.3f}, R@1000 {m['R@1000']:.3f}"),
-        ("pyterrier_tot/decomposition/recipe.py", f"R@5 {_bare(d['R@5'])} / MRR {_bare(d['MRR'])}"),
-        ("pyterrier_tot/decomposition/recipe.py", f"MiniLM's {_bare(m['R@5'])} / {_bare(m['MRR'])}"),
+        ("pyterrier_tot/recipe/tuned.py", f"R@5 {_bare(d['R@5'])} / MRR {_bare(d['MRR'])}"),
+        ("pyterrier_tot/recipe/tuned.py", f"MiniLM's {_bare(m['R@5'])} / {_bare(m['MRR'])}"),
     ]
 
 
@@ -71,5 +71,5 @@ def test_headline_numbers_are_the_committed_results(where, cited):
 
 
 def test_the_default_row_names_the_results_file_it_comes_from():
-    for where in ("README.md", "docs/quickstart.rst", "pyterrier_tot/decomposition/recipe.py"):
+    for where in ("README.md", "docs/quickstart.rst", "pyterrier_tot/recipe/tuned.py"):
         assert f"{DEFAULT_RESULTS}.md" in _text(where), where

@@ -89,8 +89,8 @@ def test_clues_na_as_none_after_a_merge():
 
 
 def test_na_is_none_from_clue_lookup_and_the_clue_cache(tmp_path):
-    from pyterrier_tot.decomposition.expert_training import load_clue_cache
     from pyterrier_tot.decomposition.pipeline import ClueLookup
+    from pyterrier_tot.recipe.expert_training import load_clue_cache
 
     (tmp_path / "clues.jsonl").write_text('{"qid": "1", "clue_title": "Red Moon", "clue_plot": ""}\n'
                                           '{"qid": "2", "clue_title": null, "clue_plot": "dragons"}\n')

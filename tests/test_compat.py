@@ -64,3 +64,16 @@ def test_pyterrier_sum_keeps_every_query_column():
     assert res.loc[res.qid == "1", "clue_title"].tolist() == ["Red Moon"] * 3
     assert all(v is None for v in res.loc[res.qid != "1", "clue_title"])  # N/A stays None, never NaN
     assert str(res["clue_year"].dtype) == "Int64"
+
+
+def test_recipe_names_moved_out_of_decomposition_still_import():
+    """The recipe's training left decomposition/ for recipe/: the names the old package re-exported keep working,
+    with a DeprecationWarning naming the new place, and are the same objects."""
+    import pyterrier_tot.decomposition as old
+    import pyterrier_tot.recipe as new
+
+    for name in old._MOVED_NAMES:
+        with pytest.warns(DeprecationWarning, match=f"moved to pyterrier_tot.recipe.{name}"):
+            assert getattr(old, name) is getattr(new, name)
+    with pytest.raises(AttributeError):
+        old.no_such_name  # noqa: B018

@@ -56,7 +56,7 @@ def test_bad_sample_arguments_raise():
 
 
 def test_train_extra_is_the_recipe_tuning_slice():
-    from pyterrier_tot.decomposition.recipe import TUNING_QUERIES
+    from pyterrier_tot.recipe.tuned import TUNING_QUERIES
 
     assert TRAIN_EXTRA == TUNING_QUERIES
 
@@ -79,8 +79,8 @@ def test_env_variable_samples_get_dataset(reddit, monkeypatch):
 def test_nothing_built_on_a_sample_takes_the_full_data_name(reddit, reddit_index):
     """The index folder, the recipe's fine-tuned base and its fitted weights are keyed by the data set's name
     and corpus: a sample can never be found where the full data's are looked up."""
-    from pyterrier_tot.decomposition.bases import base_dir
-    from pyterrier_tot.decomposition.recipe import _weights_path
+    from pyterrier_tot.recipe.bases import base_dir
+    from pyterrier_tot.recipe.tuned import _weights_path
 
     small = ptt.get_dataset("reddit-tomt-books", sample=5)
     assert len(small.get_topics("validation")) == 5 and len(small.get_topics("train")) == 305

@@ -5,9 +5,9 @@ import pandas as pd
 import pytest
 from conftest import TINY_BOOKS
 
-from pyterrier_tot.decomposition.density_prior import DensityPrior, book_density, densities
 from pyterrier_tot.errors import UnknownDocnoError
 from pyterrier_tot.index import BookIndex
+from pyterrier_tot.recipe.density_prior import DensityPrior, book_density, densities
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,8 @@ def test_the_recipe_weighs_the_prior_of_its_base_and_density_false_leaves_it_out
     it; several bases, a base not listed or no fine-tuned model get none."""
     from test_bases import TinyDataset
 
-    from pyterrier_tot.decomposition import bases, density_prior, recipe
+    from pyterrier_tot.recipe import bases, density_prior
+    from pyterrier_tot.recipe import tuned as recipe
 
     monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
     index = BookIndex(pd.DataFrame(TINY_BOOKS), path=tmp_path / "index")
@@ -136,7 +137,7 @@ def test_a_sampled_reference_has_its_own_cache_and_leaves_the_exact_one(index):
 
 
 def test_the_prior_takes_the_sample_and_names_it_only_where_it_is_drawn(index, monkeypatch):
-    from pyterrier_tot.decomposition import density_prior
+    from pyterrier_tot.recipe import density_prior
 
     n = len(index)
     sampled = DensityPrior(index, k=2, reference=3, seed=7)

@@ -119,9 +119,9 @@ def test_a_model_survives_the_trip_back(tmp_path):
 
 def test_training_modules_import_without_the_package_init():
     code = ("import sys; sys.path.insert(0, 'benchmarks'); import base_grid_device as b; "
-            "et, hn = b._library(('decomposition', 'rerank')); "
+            "et, hn = b._library(('decomposition', 'recipe', 'rerank')); "
             "from pyterrier_tot.rerank import cross_encoder; "
-            "from pyterrier_tot.decomposition import second_stage; "
+            "from pyterrier_tot.recipe import second_stage; "
             "assert callable(et.train_biencoder) and callable(cross_encoder.train_cross_encoder); "
             "assert callable(second_stage.reranker_examples); "
             "assert 'pyterrier_tot.index' not in sys.modules and 'pyterrier_dr' not in sys.modules, "

@@ -6,7 +6,10 @@ import pandas as pd
 import pyterrier as pt
 import pytest
 
-from pyterrier_tot.decomposition.expert_training import (
+from pyterrier_tot.decomposition.field_expert import FieldExpert
+from pyterrier_tot.index import BookIndex
+from pyterrier_tot.models import BiEncoderModel
+from pyterrier_tot.recipe.expert_training import (
     build_field_pairs,
     build_pairs,
     load_clue_cache,
@@ -14,9 +17,6 @@ from pyterrier_tot.decomposition.expert_training import (
     train_field_expert,
     training_metadata,
 )
-from pyterrier_tot.decomposition.field_expert import FieldExpert
-from pyterrier_tot.index import BookIndex
-from pyterrier_tot.models import BiEncoderModel
 
 
 @pytest.fixture

@@ -7,10 +7,11 @@ import pandas as pd
 import pytest
 from test_weighted_fuser import synthetic
 
-from pyterrier_tot.decomposition import recipe, weighted_fuser
+from pyterrier_tot.decomposition import weighted_fuser
 from pyterrier_tot.decomposition._fast_eval import FastEvaluator, bagged_weights, floor_check
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
 from pyterrier_tot.evaluation import strict_ties
+from pyterrier_tot.recipe import tuned as recipe
 
 MEASURES = [ir_measures.R @ 1, ir_measures.R @ 3, ir_measures.R @ 10, ir_measures.Success @ 2, ir_measures.RR,
             ir_measures.RR @ 3]

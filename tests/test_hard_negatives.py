@@ -3,9 +3,10 @@ import pandas as pd
 import pyterrier as pt
 import pytest
 
-from pyterrier_tot.decomposition.expert_training import build_examples, clue_form_queries, train_biencoder
-from pyterrier_tot.decomposition.hard_negatives import gold_pairs, mine_hard_negatives, sample_negatives
+from pyterrier_tot.decomposition.rule_clue_extractor import clue_form_queries
 from pyterrier_tot.errors import BadInputError
+from pyterrier_tot.recipe.expert_training import build_examples, train_biencoder
+from pyterrier_tot.recipe.hard_negatives import gold_pairs, mine_hard_negatives, sample_negatives
 
 TOPICS = pd.DataFrame({"qid": ["q1", "q2"], "query": ["dragon and a blacksmith", "a ghost in a lighthouse"]})
 QRELS = pd.DataFrame({"qid": ["q1", "q2", "q2"], "docno": ["b2", "b5", "b3"], "label": [1, 1, 0]})

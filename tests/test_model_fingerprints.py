@@ -19,9 +19,9 @@ from pyterrier_tot._fingerprint import (
     model_fingerprint,
     record_configs,
 )
-from pyterrier_tot.decomposition import recipe
-from pyterrier_tot.decomposition.expert_training import train_field_expert
 from pyterrier_tot.models import load_biencoder
+from pyterrier_tot.recipe import tuned as recipe
+from pyterrier_tot.recipe.expert_training import train_field_expert
 
 CLUES = pd.DataFrame({"qid": ["1", "2", "3", "4"], "query": ["kittens", "dragon", "spaceship", "lighthouse"],
                       "clue_title": ["a sleepy cat", "dragons and a moon", "spaceship with a number",
@@ -112,7 +112,7 @@ def test_a_folder_with_other_frameworks_weights_only_is_fingerprinted_and_they_d
 
 
 def test_a_base_folder_without_its_training_queries_is_reused_with_a_warning_once(tmp_path):
-    from pyterrier_tot.decomposition.protocol import check_trained_on
+    from pyterrier_tot.recipe.protocol import check_trained_on
 
     (tmp_path / "pyterrier_tot_training.json").write_text('{"kind": "base", "epochs": 1}')
     topics = pd.DataFrame({"qid": ["1", "2"], "query": ["a", "b"]})
@@ -128,7 +128,7 @@ def test_a_base_folder_without_its_training_queries_is_reused_with_a_warning_onc
 def test_a_base_trained_on_other_texts_of_its_queries_is_refused(tmp_path):
     import json
 
-    from pyterrier_tot.decomposition.protocol import check_trained_on, qid_fingerprint, text_fingerprint
+    from pyterrier_tot.recipe.protocol import check_trained_on, qid_fingerprint, text_fingerprint
 
     topics = pd.DataFrame({"qid": ["1", "2"], "query": ["a ghost", "a dragon"]})
     edited = topics.assign(query=["a ghost\nSolved! It was Ghost Light", "a dragon"])

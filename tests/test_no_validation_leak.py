@@ -5,7 +5,7 @@ and disjoint from validation."""
 import pandas as pd
 import pytest
 
-from pyterrier_tot.decomposition import recipe
+from pyterrier_tot.recipe import tuned as recipe
 
 BOOKS = ["b1", "b2", "b3", "b4", "b5", "b6"]
 QUERIES = ["kittens that nap all day", "a dragon and a blacksmith on the red moon", "a poisoning at a lakeside manor",
@@ -71,7 +71,7 @@ def test_train_data_parts_are_disjoint_and_train_only(ds):
 
 
 def test_trainers_see_only_the_training_rest(ds, index, monkeypatch, tmp_path):
-    from pyterrier_tot.decomposition import expert_training
+    from pyterrier_tot.recipe import expert_training
     from pyterrier_tot.rerank import cross_encoder
 
     tuning, rest = _slices(ds)
@@ -110,9 +110,9 @@ def test_base_model_paths_see_only_the_training_rest(ds, index, monkeypatch):
     """fine_tuned_base(model=...), base_grid and the multi-base tuned_pipeline train on the rest only (real
     training, 1 step, a second base given as a model folder), and choose_base / the fused weights read only the
     tuning slice."""
-    from pyterrier_tot.decomposition import bases, expert_training
     from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
     from pyterrier_tot.models import resolve_model
+    from pyterrier_tot.recipe import bases, expert_training
 
     tuning, rest = _slices(ds)
     rest_text = set(ds.topics.set_index("qid").loc[sorted(rest), "query"])

@@ -2,9 +2,9 @@
 import pandas as pd
 import pytest
 
-from pyterrier_tot.decomposition import recipe
 from pyterrier_tot.decomposition.pipeline import DecompositionPipeline
 from pyterrier_tot.index import BookIndex
+from pyterrier_tot.recipe import tuned as recipe
 
 
 class TinyDataset:

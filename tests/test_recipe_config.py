@@ -7,7 +7,7 @@ from pyterrier_tot.submission import example_config, load_config
 
 
 def test_the_shipped_config_is_the_recipe():
-    from pyterrier_tot.decomposition import recipe
+    from pyterrier_tot.recipe import tuned as recipe
 
     cfg = load_config(example_config("decomposition"))
     (spec,) = cfg.pipeline
@@ -57,8 +57,7 @@ def test_the_default_base_is_mpnet_and_never_falls_back(reddit, tmp_path, monkey
     """Without mpnet's weights offline, tuned_pipeline(ds) stops with the command that fetches them: it never
     quietly trains or uses MiniLM under the recommended recipe's name. With train=False it warns."""
     import pyterrier_tot as ptt
-    from pyterrier_tot import models
-    from pyterrier_tot.decomposition import recipe
+    from pyterrier_tot import models, recipe
     from pyterrier_tot.errors import ModelUnavailableError
 
     monkeypatch.setenv("PYTERRIER_TOT_SAMPLE", "30")

@@ -6,10 +6,10 @@ import pyterrier as pt
 import pytest
 from test_weighted_fuser import TableExpert, synthetic
 
-from pyterrier_tot.decomposition import recipe
 from pyterrier_tot.decomposition._fast_eval import FastEvaluator
 from pyterrier_tot.decomposition.pipeline import fill_to_depth
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
+from pyterrier_tot.recipe import tuned as recipe
 
 
 def test_fill_to_depth_keeps_the_top_and_appends_the_tail():

@@ -10,8 +10,9 @@ import pytest
 from conftest import TINY_BOOKS
 from test_bases import TinyDataset
 
-from pyterrier_tot.decomposition import mined_cross_encoder, recipe, second_stage
 from pyterrier_tot.index import BookIndex
+from pyterrier_tot.recipe import mined_cross_encoder, second_stage
+from pyterrier_tot.recipe import tuned as recipe
 from pyterrier_tot.rerank.cross_encoder import CrossEncoderReranker
 
 
@@ -133,7 +134,7 @@ def test_recipe_reranker_trains_from_the_base_is_cached_and_reranks(index, tmp_p
     assert path == str(second_stage.reranker_dir(base, n_negatives=1, mine_depth=3, epochs=1))
     info = json.loads((Path(path) / "pyterrier_tot_training.json").read_text())
     assert info["kind"] == "reranker" and info["init"] == str(base) and info["mined_from"] == ["recipe top 3"]
-    from pyterrier_tot.decomposition import expert_training
+    from pyterrier_tot.recipe import expert_training
 
     def refuse(*a, **k):
         raise AssertionError("retrained a cached re-ranker")
@@ -176,7 +177,7 @@ def test_reranker_folder_names_every_training_setting():
 def _fake_reranker_training(tmp_path, monkeypatch) -> list:
     """recipe_reranker with its base and its training patched out (the base a folder name; training writes the
     record train_biencoder would): the folders trained, in order."""
-    from pyterrier_tot.decomposition import expert_training
+    from pyterrier_tot.recipe import expert_training
 
     monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
     monkeypatch.setattr(recipe, "fine_tuned_bases", lambda *a, **k: {"dense_ft": str(tmp_path / "base-x")})

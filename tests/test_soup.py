@@ -10,10 +10,11 @@ from conftest import TINY_BOOKS
 from safetensors.torch import load_file, save_file
 from test_bases import TinyDataset
 
-from pyterrier_tot.decomposition import bases, recipe
-from pyterrier_tot.decomposition.protocol import check_trained_on, train_data, training_info
-from pyterrier_tot.decomposition.soup import average_models
 from pyterrier_tot.index import BookIndex
+from pyterrier_tot.recipe import bases
+from pyterrier_tot.recipe import tuned as recipe
+from pyterrier_tot.recipe.protocol import check_trained_on, train_data, training_info
+from pyterrier_tot.recipe.soup import average_models
 
 SMALL = {"max_steps": 1, "batch_size": 4, "max_seq_length": 32, "verbose": False}
 
@@ -87,7 +88,7 @@ def test_what_cannot_be_averaged_is_refused(runs, tmp_path):
 
 
 def test_fine_tuned_base_soup_trains_each_seed_once_and_averages_them(runs, index, monkeypatch):
-    from pyterrier_tot.decomposition import expert_training
+    from pyterrier_tot.recipe import expert_training
 
     cache, (a, b), _ = runs
     ds = TinyDataset()

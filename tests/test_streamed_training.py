@@ -12,9 +12,9 @@ from test_trec_tot_2025 import PAGES, irds_2025  # noqa: F401  (the fixture writ
 import pyterrier_tot as ptt
 from pyterrier_tot import corpus_store
 from pyterrier_tot.datasets.base import BookDataset
-from pyterrier_tot.decomposition import bases
-from pyterrier_tot.decomposition.expert_training import training_metadata
 from pyterrier_tot.models import BiEncoderModel
+from pyterrier_tot.recipe import bases
+from pyterrier_tot.recipe.expert_training import training_metadata
 
 # (qid, query, gold page): written like the shared 2023-train / 2024-train folders
 YEAR_2023 = [("152", "Film about kids in an old lighthouse .\n A ghost haunts them, not the horse one", "1001"),

@@ -16,12 +16,13 @@ from __future__ import annotations
 import functools
 import re
 from importlib import resources
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
+from pyterrier_tot._util import is_missing, require_columns
 from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, YEAR_COLUMN, clue_column
 from pyterrier_tot.decomposition.date_resolver import date_mentions
 from pyterrier_tot.policy import check_query_frame
@@ -99,3 +100,20 @@ class RuleClueExtractor(pt.Transformer):
         if self.query_column != "query":
             args.append(f"query_column={self.query_column!r}")
         return f"RuleClueExtractor({', '.join(args)})"
+
+
+def clue_form_queries(clues: pd.DataFrame, fields: Sequence[str] = ("title", "author", "cover", "genre"),
+                      min_chars: int = 20) -> pd.DataFrame:
+    """The short "clue form" of each query: its non-N/A clues of ``fields`` joined with ``. `` (``qid, query``);
+    queries whose form is shorter than ``min_chars`` or made of genres alone are dropped. Used as
+    extra training anchors beside the full query."""
+    cols = [clue_column(f) for f in fields if clue_column(f) in clues.columns]
+    require_columns(clues, ["qid"], "clue_form_queries")
+    text = clues[cols].apply(lambda r: ". ".join(str(v).strip() for v in r if not is_missing(v) and str(v).strip()),
+                             axis=1) if cols else pd.Series("", index=clues.index)
+    # a form made of genres alone ("fantasy, young adult") names no book: one clue of another field is required
+    named = [c for c in cols if c != clue_column("genre")]
+    has_named = clues[named].apply(lambda r: any(not is_missing(v) and str(v).strip() for v in r), axis=1) \
+        if named else pd.Series(False, index=clues.index)
+    out = pd.DataFrame({"qid": clues["qid"].astype(str), "query": text})
+    return out[has_named.to_numpy() & (out["query"].str.len() >= max(1, min_chars)).to_numpy()].reset_index(drop=True)

@@ -117,8 +117,7 @@ def template_queries(books: pd.DataFrame, ids: Dict[str, str], n: int = 2, templ
 
 def clue_form_pairs(topics: pd.DataFrame, qrels: pd.DataFrame, ids: Dict[str, str]) -> pd.DataFrame:
     """The rule-clue form of each training request → the book-id of its relevant books (``label > 0``)."""
-    from pyterrier_tot.decomposition.expert_training import clue_form_queries
-    from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor
+    from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor, clue_form_queries
     from pyterrier_tot.generative.pairs import retrieval_pairs
 
     if len(topics) == 0:

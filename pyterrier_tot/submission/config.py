@@ -42,7 +42,7 @@ STAGES = {
     "RuleClueExtractor": "pyterrier_tot.decomposition.rule_clue_extractor:RuleClueExtractor",
     "ClueDecomposer": "pyterrier_tot.decomposition.clue_decomposer:ClueDecomposer",
     "decomposition_pipeline": "pyterrier_tot.decomposition.pipeline:decomposition_pipeline",
-    "tuned_pipeline": "pyterrier_tot.decomposition.recipe:tuned_pipeline",
+    "tuned_pipeline": "pyterrier_tot.recipe.tuned:tuned_pipeline",
     "DenseReranker": "pyterrier_tot.rerank.dense_reranker:DenseReranker",
     "ListwiseReranker": "pyterrier_tot.rerank.listwise_reranker:ListwiseReranker",
     "PointwiseLLMReranker": "pyterrier_tot.rerank.pointwise_reranker:PointwiseLLMReranker",

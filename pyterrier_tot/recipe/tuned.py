@@ -1,22 +1,22 @@
 """The decomposition pipeline as the benchmark and the demo build it: a ready, offline pipeline in one call.
 
-    from pyterrier_tot.decomposition.recipe import tuned_pipeline
+    from pyterrier_tot.recipe.tuned import tuned_pipeline
     dp = tuned_pipeline(ptt.get_dataset("reddit-tomt-books"))   # fine-tuned mpnet base; trains once, then cached
     dp(ds.get_topics("validation"))
     fast = tuned_pipeline(ds, base="minilm")                   # the fast base (make demo's): minutes on a CPU
 
 The procedure (the numbers in ``benchmarks/results/decomposition_pipeline.md`` and ``bases.md`` come from it):
 
-1. :func:`~pyterrier_tot.decomposition.protocol.tuning_split`: 300 training queries
+1. :func:`~pyterrier_tot.recipe.protocol.tuning_split`: 300 training queries
    (``train.sample(300, random_state=0)``) are set aside. Fuser weights and other choices are fitted on them;
    nothing is trained on them.
-2. :func:`~pyterrier_tot.decomposition.bases.fine_tuned_base`: each base model (:data:`DEFAULT_BASE`, mpnet, by
+2. :func:`~pyterrier_tot.recipe.bases.fine_tuned_base`: each base model (:data:`DEFAULT_BASE`, mpnet, by
    default; MiniLM; or both) is fine-tuned as a base retriever on the *other* training queries (full query → gold
    title + text). The models are cached under ``cache_dir()/models`` and reused; a folder without a complete
    model counts as absent, one whose recorded training queries differ is refused.
 3. :func:`recipe_experts`: the fine-tuned dense bases, zero-shot dense and BM25 on the full query, dense + BM25
    title experts and a dense plot expert on the rule clues, and the date expert; with mpnet, its fine-tuned MiniLM
-   helper and its density prior (:mod:`~pyterrier_tot.decomposition.density_prior`). With several bases, the
+   helper and its density prior (:mod:`~pyterrier_tot.recipe.density_prior`). With several bases, the
    candidates are the top ``k`` of the sum of their scores.
 4. :func:`fitted_weights`: coordinate ascent over the tuning slice on the mean of R@1, R@5, R@10, R@20, R@100 and
    MRR (:data:`FIT_METRIC`), never below the base alone there (``floor``), bagged (:data:`FIT_BAGS`: the mean of
@@ -38,7 +38,11 @@ import pyterrier as pt
 
 from pyterrier_tot._fingerprint import configs, model_fingerprint, record_configs, reuse_fit
 from pyterrier_tot._util import cache_dir
-from pyterrier_tot.decomposition.bases import (  # noqa: F401  (the recipe's public names, importable from here)
+from pyterrier_tot.decomposition.date_expert import DateExpert
+from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert
+from pyterrier_tot.decomposition.pipeline import DecompositionPipeline, decomposition_pipeline
+from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
+from pyterrier_tot.recipe.bases import (  # noqa: F401  (the recipe's public names, importable from here)
     BASE_SETTINGS,
     HELPERS,
     HN_DEPTH,
@@ -56,10 +60,8 @@ from pyterrier_tot.decomposition.bases import (  # noqa: F401  (the recipe's pub
     fine_tuned_hard,
     hard_negative_examples,
 )
-from pyterrier_tot.decomposition.date_expert import DateExpert
-from pyterrier_tot.decomposition.density_prior import recipe_priors
-from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert
-from pyterrier_tot.decomposition.mined_cross_encoder import (  # noqa: F401  (re-exported)
+from pyterrier_tot.recipe.density_prior import recipe_priors
+from pyterrier_tot.recipe.mined_cross_encoder import (  # noqa: F401  (re-exported)
     CE_MAX_LENGTH,
     CE_NEGATIVES,
     CE_QUERY_TOKENS,
@@ -67,8 +69,7 @@ from pyterrier_tot.decomposition.mined_cross_encoder import (  # noqa: F401  (re
     cross_encoder_groups,
     fine_tuned_cross_encoder,
 )
-from pyterrier_tot.decomposition.pipeline import DecompositionPipeline, decomposition_pipeline
-from pyterrier_tot.decomposition.protocol import (  # noqa: F401
+from pyterrier_tot.recipe.protocol import (  # noqa: F401
     REDDIT_TUNING_FINGERPRINT,
     TRAIN_SPLIT,
     TUNING_QUERIES,
@@ -84,7 +85,6 @@ from pyterrier_tot.decomposition.protocol import (  # noqa: F401
     training_rest,
     tuning_split,
 )
-from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
 
 #: Depth of the base retriever and of each expert / BM25 retrieval joining the candidates.
 BASE_K, EXPERT_K = 100, 50
@@ -121,7 +121,7 @@ def fine_tuned_models(fine_tuned: FineTuned) -> Dict[str, str]:
 
 
 #: The base :func:`tuned_pipeline` fine-tunes when none is named: the one we recommend. On Reddit-TOMT validation its
-#: recipe (with its helper, :data:`~pyterrier_tot.decomposition.bases.HELPERS`, and its density prior) has R@5 .712 /
+#: recipe (with its helper, :data:`~pyterrier_tot.recipe.bases.HELPERS`, and its density prior) has R@5 .712 /
 #: MRR .616 against MiniLM's .614 / .522 (``recipe_depth_mpnet_now.md``: bases trained as a new checkout trains
 #: them; MiniLM: ``recipe_depth.md``). It costs more: a 420 MB model, two epochs of 28-64 minutes each on two CPU
 #: cores in fp32 (14-32 with native bf16; 23 s in all on an H200) against MiniLM's ~19 for both (which the default
@@ -322,13 +322,13 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
     name: path}; ``False``/``None``: zero-shot MiniLM), rule clues (or ``decomposer``), weights fitted on the tuning
     slice. Offline; cached after the first call.
     ``train_settings``: overrides for the base training (e.g. ``{"max_steps": 2}``; see
-    :func:`~pyterrier_tot.decomposition.bases.base_settings`). ``extra_experts``: name → scorer-mode expert
+    :func:`~pyterrier_tot.recipe.bases.base_settings`). ``extra_experts``: name → scorer-mode expert
     fused beside the recipe's (weights fitted on the slice too). ``n``: size of the tuning slice. ``depth``: books
     per query (default 1000, what TREC ToT measures): the fused candidates first, then the rest of the base's
     ranking; ``None`` returns the fused candidates alone (about ``k`` + a few dozen). ``helpers``: model names
     fine-tuned (trained when missing) and weighed beside the base, or {expert name: folder}; default
     :func:`default_helpers` of ``base`` when the bases are trained here (``fine_tuned=True``), else none.
-    ``density``: weigh the density prior of the base (:func:`~pyterrier_tot.decomposition.density_prior.recipe_priors`:
+    ``density``: weigh the density prior of the base (:func:`~pyterrier_tot.recipe.density_prior.recipe_priors`:
     mpnet's) beside the experts; ``False`` leaves it out. ``normalise="zscore"``: the fuser on z-scores instead of
     min-max, fitted under its own key (``benchmarks/results/fuser_normalisation.md``: offered, not the default)."""
     from pyterrier_tot.index import BookIndex

@@ -1,14 +1,14 @@
 """The zero-shot-initialised cross-encoder of the recipe: MiniLM's weights with a new scoring head, trained on the
 training queries outside the tuning slice with negatives mined by BM25 and zero-shot MiniLM (not by the recipe;
-:mod:`~pyterrier_tot.decomposition.second_stage` trains one from the recipe's own base and near misses). Importable
-from :mod:`~pyterrier_tot.decomposition.recipe` as well."""
+:mod:`~pyterrier_tot.recipe.second_stage` trains one from the recipe's own base and near misses). Importable
+from :mod:`~pyterrier_tot.recipe.tuned` as well."""
 from __future__ import annotations
 
 from typing import Optional
 
 from pyterrier_tot._util import cache_dir
-from pyterrier_tot.decomposition.bases import HN_DEPTH
-from pyterrier_tot.decomposition.protocol import (
+from pyterrier_tot.recipe.bases import HN_DEPTH
+from pyterrier_tot.recipe.protocol import (
     TUNING_QUERIES,
     check_trained_on,
     train_data,
@@ -23,8 +23,8 @@ def cross_encoder_groups(dataset, index, n_negatives: int = CE_NEGATIVES, depth:
                          n: int = TUNING_QUERIES) -> list:
     """(query, gold text, negative texts) groups on the training queries outside the tuning slice, negatives
     mined from BM25 and zero-shot MiniLM (gold excluded), in a seeded random order."""
-    from pyterrier_tot.decomposition.expert_training import build_examples
-    from pyterrier_tot.decomposition.hard_negatives import mine_hard_negatives, sample_negatives
+    from pyterrier_tot.recipe.expert_training import build_examples
+    from pyterrier_tot.recipe.hard_negatives import mine_hard_negatives, sample_negatives
 
     rest, qrels = train_data(dataset, "rest", n)
     mined = mine_hard_negatives(rest, qrels, {"bm25": index.bm25(), "dense": index.dense()}, depth=depth)

@@ -9,7 +9,7 @@ The base retriever is trained on (full query, title + text) pairs. The loss is
 Default budget (CPU-sized): 1 epoch, batch 16, ``max_seq_length`` 256, lr 2e-5, 10% linear warm-up. On the
 1,853 Reddit-TOMT training queries that is 116 steps, a few minutes of MiniLM on two CPU cores.
 
-    from pyterrier_tot.decomposition.expert_training import train_base_retriever, train_field_expert
+    from pyterrier_tot.recipe.expert_training import train_base_retriever, train_field_expert
     path = train_base_retriever(topics, qrels, index.corpus)          # -> ~/.cache/pyterrier_tot/models/base-...
     dense = index.dense(path)                                         # any loader takes the directory
     title_path = train_field_expert("title", clue_frame, qrels, index.corpus)
@@ -43,8 +43,8 @@ from pyterrier_tot._artifact import META_FILE, building, read_meta, write_meta
 from pyterrier_tot._util import cache_dir, is_missing, require_columns
 from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column, clues_na_as_none
-from pyterrier_tot.decomposition.protocol import training_record
 from pyterrier_tot.models import TRAINING_FILE, BiEncoderModel
+from pyterrier_tot.recipe.protocol import training_record
 
 #: Default hyper-parameters (CPU-sized).
 DEFAULTS = dict(epochs=1, batch_size=16, max_seq_length=256, lr=2e-5, warmup_ratio=0.1, seed=42)
@@ -150,7 +150,7 @@ def build_examples(queries: pd.DataFrame, qrels: pd.DataFrame, corpus,
                    negatives: Dict[str, List[str]], n_negatives: int, query_column: str = "query",
                    doc_fields: Sequence[str] = ("title", "text"), max_chars: Optional[int] = None) -> List[Example]:
     """(query, gold book, ``n_negatives`` hard negatives) examples, the negatives from ``negatives`` (qid ->
-    docnos, e.g. :func:`~pyterrier_tot.decomposition.hard_negatives.sample_negatives`). A query with fewer
+    docnos, e.g. :func:`~pyterrier_tot.recipe.hard_negatives.sample_negatives`). A query with fewer
     negatives, an N/A query text or an empty gold book is skipped (MNRL needs the same width everywhere).
     ``corpus``: a corpus frame or a BookIndex (only the gold and negative books are read)."""
     require_columns(queries, ["qid", query_column], "build_examples")
@@ -166,23 +166,6 @@ def build_examples(queries: pd.DataFrame, qrels: pd.DataFrame, corpus,
             continue
         out.append((str(anchor).strip(), pos, *negs))
     return out
-
-
-def clue_form_queries(clues: pd.DataFrame, fields: Sequence[str] = ("title", "author", "cover", "genre"),
-                      min_chars: int = 20) -> pd.DataFrame:
-    """The short "clue form" of each query: its non-N/A clues of ``fields`` joined with ``. `` (``qid, query``);
-    queries whose form is shorter than ``min_chars`` or made of genres alone are dropped. Used as
-    extra training anchors beside the full query."""
-    cols = [clue_column(f) for f in fields if clue_column(f) in clues.columns]
-    require_columns(clues, ["qid"], "clue_form_queries")
-    text = clues[cols].apply(lambda r: ". ".join(str(v).strip() for v in r if not is_missing(v) and str(v).strip()),
-                             axis=1) if cols else pd.Series("", index=clues.index)
-    # a form made of genres alone ("fantasy, young adult") names no book: one clue of another field is required
-    named = [c for c in cols if c != clue_column("genre")]
-    has_named = clues[named].apply(lambda r: any(not is_missing(v) and str(v).strip() for v in r), axis=1) \
-        if named else pd.Series(False, index=clues.index)
-    out = pd.DataFrame({"qid": clues["qid"].astype(str), "query": text})
-    return out[has_named.to_numpy() & (out["query"].str.len() >= max(1, min_chars)).to_numpy()].reset_index(drop=True)
 
 
 class DistinctTextBatches:
@@ -397,3 +380,13 @@ def train_field_expert(field: str, clues: pd.DataFrame, qrels: pd.DataFrame, cor
     return train_biencoder(pairs, output_dir, kind=f"expert-{field}",
                            extra_metadata={"field": field, "book_field": book_field or FIELD_FOR_CLUE[field]},
                            **kwargs)
+
+
+def __getattr__(name: str):
+    # clue_form_queries lived here; it is a clue helper, beside the rule clue extractor now (read lazily, so the
+    # training loop imports no PyTerrier stage)
+    if name == "clue_form_queries":
+        from pyterrier_tot.decomposition.rule_clue_extractor import clue_form_queries
+
+        return clue_form_queries
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

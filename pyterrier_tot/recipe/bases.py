@@ -1,7 +1,7 @@
 """The recipe's base retrievers: bi-encoders fine-tuned on the training queries outside the tuning slice, one per
 base model (MiniLM, mpnet, or any sentence-transformers model), each cached as a ``pt.Artifact`` folder.
 
-    from pyterrier_tot.decomposition import bases
+    from pyterrier_tot.recipe import bases
     minilm = bases.fine_tuned_base(ds)                       # all-MiniLM-L6-v2: 2 epochs, lr 5e-5 (~19 min, 2 cores)
     mpnet = bases.fine_tuned_base(ds, model="mpnet")         # all-mpnet-base-v2, BASE_SETTINGS["mpnet"]
     runs = bases.base_grid(ds, "mpnet", lrs=(2e-5, 5e-5), epochs=3)   # one run per lr, a checkpoint per epoch
@@ -34,7 +34,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import pandas as pd
 
 from pyterrier_tot._util import cache_dir
-from pyterrier_tot.decomposition.protocol import (
+from pyterrier_tot.recipe.protocol import (
     TUNING_QUERIES,
     TUNING_SEED,
     TrainingSet,
@@ -64,7 +64,7 @@ LEGACY_MINILM = {"lr": 2e-5, "epoch": 1, "schedule": 1, "amp": False, "precision
 #: fp32 (``benchmarks/results/bases.md``).
 #: Settings shared by every base (the MiniLM protocol); any of them can be overridden per call.
 #: ``soup``: how many runs (seeds ``seed``, ``seed + 1``, ...) are averaged into the base (1: one run; see
-#: :mod:`~pyterrier_tot.decomposition.soup`).
+#: :mod:`~pyterrier_tot.recipe.soup`).
 COMMON = {"batch_size": 16, "max_seq_length": 256, "warmup_ratio": 0.1, "seed": 42, "soup": 1}
 
 
@@ -144,9 +144,9 @@ def fine_tuned_base(dataset, n: int = TUNING_QUERIES, tuning_seed: int = TUNING_
     (its default two epochs took 1,111 s), mpnet 28 to 64 minutes an epoch in fp32 on two CPUs measured (14 to
     32 with ``amp`` where bf16 is native, by CPU; its default is two epochs). On a GPU it trains there: 23 s on an
     H200. ``soup=N``: N runs (seeds ``seed`` to ``seed + N - 1``, each cached as a base of its own) averaged into
-    one model (:mod:`~pyterrier_tot.decomposition.soup`), N times the training and one model's cost to use; six
+    one model (:mod:`~pyterrier_tot.recipe.soup`), N times the training and one model's cost to use; six
     mpnet runs took 173 s on an H100 (``benchmarks/results/soup.md``)."""
-    from pyterrier_tot.decomposition import expert_training
+    from pyterrier_tot.recipe import expert_training
 
     cfg = base_settings(model, **settings)
     out = Path(path) if path else base_dir(dataset, model, n, tuning_seed, **settings)
@@ -159,7 +159,7 @@ def fine_tuned_base(dataset, n: int = TUNING_QUERIES, tuning_seed: int = TUNING_
     if not train and cfg["soup"] == 1:
         return None
     if cfg["soup"] > 1:  # each run is a base of its own (cached, reused), then their mean
-        from pyterrier_tot.decomposition.soup import average_models
+        from pyterrier_tot.recipe.soup import average_models
 
         runs = [fine_tuned_base(dataset, n, tuning_seed, train=train, verbose=verbose, model=model, index=index,
                                 **{**settings, "soup": 1, "seed": cfg["seed"] + i}) for i in range(cfg["soup"])]
@@ -179,7 +179,7 @@ def base_grid(dataset, model: str = "mpnet", lrs: Sequence[float] = (2e-5,), epo
     """Fine-tuned ``model`` for each learning rate of ``lrs`` with an ``epochs``-epoch schedule, saved after every
     epoch: ``{(lr, epoch): folder}`` for the checkpoints that exist (``train=False`` trains nothing). Choose
     among them with :func:`choose_base`; one run per learning rate is the whole cost."""
-    from pyterrier_tot.decomposition import expert_training
+    from pyterrier_tot.recipe import expert_training
 
     if base_settings(model, **settings)["soup"] > 1:
         raise ValueError("base_grid trains one run per setting; soup= is fine_tuned_base's (it averages runs)")
@@ -271,9 +271,9 @@ def hard_negative_examples(dataset, index, n_negatives: int = HN_NEGATIVES, dept
     ``base_model``; gold excluded); with ``clue_forms`` the short clue
     form of each query (rule clues: title, author, date, cover, genre) is one more anchor for the same books.
     Only the gold and mined books are read from ``index`` (a streamed corpus is never loaded)."""
-    from pyterrier_tot.decomposition.expert_training import build_examples, clue_form_queries
-    from pyterrier_tot.decomposition.hard_negatives import mine_hard_negatives, sample_negatives
-    from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor
+    from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor, clue_form_queries
+    from pyterrier_tot.recipe.expert_training import build_examples
+    from pyterrier_tot.recipe.hard_negatives import mine_hard_negatives, sample_negatives
 
     rest, qrels = train_data(dataset, "rest", n)
     mined = mine_hard_negatives(rest, qrels, _miners(index, miners, base_model), depth=depth)
@@ -294,7 +294,7 @@ def fine_tuned_hard(dataset, index=None, epochs: int = 1, n_negatives: int = HN_
     ``base`` miner mines them with that model, so each round learns from its own near misses).
     Returns ``{epoch: model folder}`` for the epochs that exist (each cached as an artifact; ``train=False``
     trains nothing). Pick the epoch with :func:`choose_base` on the tuning slice."""
-    from pyterrier_tot.decomposition import expert_training
+    from pyterrier_tot.recipe import expert_training
 
     index = _corpus(dataset, index)
     models: Dict[int, str] = {}
@@ -359,7 +359,7 @@ def fine_tuned_bases(dataset, index=None, base: Union[str, Sequence[str]] = "mpn
     """{expert name: model folder} of the recipe's fine-tuned ``base`` model(s) (see :func:`base_expert_name`),
     trained when missing (``train=False``: the missing ones are left out, with a warning naming them: a pipeline
     without them is not the recipe). ``settings`` go to every
-    :func:`~pyterrier_tot.decomposition.bases.fine_tuned_base` call."""
+    :func:`~pyterrier_tot.recipe.bases.fine_tuned_base` call."""
     found, missing = {}, []
     for model in as_bases(base):
         path = fine_tuned_base(dataset, train=train, verbose=verbose, model=model, index=index, **settings)

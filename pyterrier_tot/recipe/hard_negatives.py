@@ -6,7 +6,7 @@ shares the query's plot. The negatives that teach a ToT retriever are the near m
 words) and of the zero-shot dense model (same topic), so :func:`mine_hard_negatives` pools the top of each
 and drops every book that is relevant to the query::
 
-    from pyterrier_tot.decomposition.hard_negatives import mine_hard_negatives, sample_negatives
+    from pyterrier_tot.recipe.hard_negatives import mine_hard_negatives, sample_negatives
     mined = mine_hard_negatives(topics, qrels, {"bm25": index.bm25(), "dense": index.dense()}, depth=30)
     negs = sample_negatives(mined, n=1, seed=0)          # qid -> [docno, ...]
 

@@ -3,7 +3,7 @@ same pretrained start (a "uniform soup", Wortsman et al., 2022). Runs that diffe
 another in weight space, so their mean is a model of its own, as fast as one of them, that tends to rank better
 than the runs it averages (their seed-to-seed spread is large here: ``benchmarks/results/seed_ensemble.md``)::
 
-    from pyterrier_tot.decomposition import soup
+    from pyterrier_tot.recipe import soup
     path = soup.average_models([run_42, run_43, run_44], "soup-folder")
 
 Only this module's imports are torch and safetensors, so a GPU machine without the library's stack can run it.

@@ -2,7 +2,8 @@
 weights; the one-number scoring head is new) and learns from the recipe's *own* near misses, then re-scores the
 recipe's top ``k``::
 
-    from pyterrier_tot.decomposition import recipe, second_stage
+    from pyterrier_tot.recipe import tuned as recipe
+    from pyterrier_tot.recipe import second_stage
     from pyterrier_tot.rerank.cross_encoder import CrossEncoderReranker
 
     pipe = recipe.tuned_pipeline(ds, index, base="minilm")
@@ -33,7 +34,7 @@ from typing import List, Optional
 import pyterrier as pt
 
 from pyterrier_tot._util import cache_dir
-from pyterrier_tot.decomposition.protocol import (
+from pyterrier_tot.recipe.protocol import (
     TUNING_QUERIES,
     check_trained_on,
     complete_model,
@@ -82,8 +83,8 @@ def reranker_examples(queries, qrels, corpus, run, n_negatives: int = RERANKER["
     """(query, gold, negatives...) examples: each query's negatives drawn (seeded) from the first ``depth``
     non-gold books of ``run`` (its ranking of ``queries``, by score); ``forms``: extra anchors (``qid, query``,
     e.g. clue forms) that share their query's gold book and negatives."""
-    from pyterrier_tot.decomposition.expert_training import build_examples
-    from pyterrier_tot.decomposition.hard_negatives import sample_negatives
+    from pyterrier_tot.recipe.expert_training import build_examples
+    from pyterrier_tot.recipe.hard_negatives import sample_negatives
 
     negs = sample_negatives(_near_misses(run, qrels, depth), n_negatives, seed=seed)
     examples = build_examples(queries, qrels, corpus, negs, n_negatives)
@@ -129,8 +130,8 @@ def recipe_groups(dataset, index, pipeline: pt.Transformer, n_negatives: int = S
                   run=None) -> List[tuple]:
     """(query, gold text, negative texts) groups on the training queries outside the tuning slice, the negatives
     drawn from ``pipeline``'s top ``depth`` (gold excluded). ``run``: that ranking, when already computed."""
-    from pyterrier_tot.decomposition.expert_training import build_examples
-    from pyterrier_tot.decomposition.hard_negatives import mine_hard_negatives, sample_negatives
+    from pyterrier_tot.recipe.expert_training import build_examples
+    from pyterrier_tot.recipe.hard_negatives import mine_hard_negatives, sample_negatives
 
     rest, qrels = train_data(dataset, "rest", n)
     miner = pt.Transformer.from_df(pt.model.add_ranks(run.copy())) if run is not None else pipeline
@@ -144,8 +145,8 @@ def _base_folder(who: str, dataset, index, base, defaults: dict, settings: dict,
                  n: int, train_settings: Optional[dict]):
     """(settings, index, the fine-tuned base folder or None) for a model trained from the recipe's one ``base``;
     unknown settings and several bases are refused, naming ``who``."""
-    from pyterrier_tot.decomposition import recipe
     from pyterrier_tot.index import BookIndex
+    from pyterrier_tot.recipe import tuned as recipe
 
     unknown = set(settings) - set(defaults)
     if unknown:
@@ -167,7 +168,7 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
     overrides for its training, as in ``tuned_pipeline``); ``pipeline``: the recipe to mine with (default
     ``tuned_pipeline(dataset, index, base=base)``); ``run``: its ranking of the training queries, when already
     computed; ``n``: the tuning slice's size; ``settings``: overrides of :data:`SETTINGS`."""
-    from pyterrier_tot.decomposition import recipe
+    from pyterrier_tot.recipe import tuned as recipe
     from pyterrier_tot.rerank.cross_encoder import train_cross_encoder
 
     s, index, base_path = _base_folder("recipe_cross_encoder", dataset, index, base, SETTINGS, settings, train,
@@ -217,9 +218,9 @@ def recipe_reranker(dataset, index=None, base: Optional[str] = None, train: bool
     near misses it learnt from (:func:`run_digest`); a cached one learnt from another ranking's is refused (one
     learnt from the default's, asked for without ``run``, is not checked; one learnt from a ``run``, asked for
     without one, is checked against the default recipe's ranking, computed for it)."""
-    from pyterrier_tot.decomposition import recipe
-    from pyterrier_tot.decomposition.expert_training import clue_form_queries, train_biencoder
-    from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor
+    from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor, clue_form_queries
+    from pyterrier_tot.recipe import tuned as recipe
+    from pyterrier_tot.recipe.expert_training import train_biencoder
 
     s, index, base_path = _base_folder("recipe_reranker", dataset, index, base, RERANKER_TRAINING, settings, train,
                                        verbose, n, train_settings)

@@ -1,7 +1,7 @@
 """The density prior: a query-independent score that pushes down books sitting in a crowded part of a dense
 model's space.
 
-    from pyterrier_tot.decomposition.density_prior import DensityPrior, book_density
+    from pyterrier_tot.recipe.density_prior import DensityPrior, book_density
     candidates >> DensityPrior(index, model=folder)          # score = -(mean cosine to the k nearest books)
     book_density(index, model=folder, k=5)                   # the densities, a Series indexed by docno
 
@@ -176,7 +176,7 @@ def recipe_priors(index, base: Union[str, Sequence[str]],
     """``{"density": DensityPrior}`` over the fine-tuned model of ``base`` when it is one model named in
     :data:`RECIPE_PRIORS` and ``fine_tuned`` ({expert name: folder}) holds it; else ``{}`` (several bases, a base
     the prior was not tried with, no fine-tuned model)."""
-    from pyterrier_tot.decomposition.bases import as_bases, base_expert_name, encoding_precision
+    from pyterrier_tot.recipe.bases import as_bases, base_expert_name, encoding_precision
 
     found = as_bases(base)
     ks = {base_expert_name(model): k for model, k in RECIPE_PRIORS.items()}
