@@ -1,4 +1,13 @@
-"""Plumbing shared by the benchmark scripts: result folders, timing, JSON + markdown output."""
+"""Plumbing shared by the benchmark scripts: result folders, timing, JSON + markdown output.
+
+Each study sits in a folder of its own (``benchmarks/<question>/``) with its results beside it
+(``benchmarks/<question>/results/``); a script there puts its own folder and ``benchmarks/`` on ``sys.path``::
+
+    sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+    import _common
+
+Run caches are shared by every study: ``benchmarks/.work`` (:data:`WORK`, not committed).
+"""
 from __future__ import annotations
 
 import hashlib
@@ -6,6 +15,7 @@ import json
 import os
 import platform
 import re
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,8 +24,27 @@ from typing import Optional
 import pandas as pd
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-RESULTS = Path(__file__).resolve().parent / "results"
-WORK = Path(__file__).resolve().parent / ".work"
+BENCHMARKS = Path(__file__).resolve().parent
+WORK = BENCHMARKS / ".work"
+
+
+def results_dir(script=None) -> Path:
+    """A study's results folder: ``results/`` beside ``script`` (a script's ``__file__``); without one, beside the
+    script whose code calls this function (``write_results`` and ``rerender`` write there)."""
+    return Path(script or _caller_file()).resolve().parent / "results"
+
+
+def _caller_file() -> str:
+    """The file of the nearest code up the call stack that is not this module's: the script calling ``_common``."""
+    frame = sys._getframe(1)
+    while frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+    return frame.f_globals["__file__"]
+
+
+def script_path(script=None) -> str:
+    """``benchmarks/<question>/<name>.py`` of ``script`` (default: the calling script), as a command names it."""
+    return Path(script or _caller_file()).resolve().relative_to(BENCHMARKS.parent).as_posix()
 
 
 @contextmanager
@@ -84,30 +113,34 @@ def reddit():
     return ds, ptt.BookIndex(ds)
 
 
-def write_results(name: str, payload: dict, markdown: str, indent=2) -> None:
-    """``indent=None``: one line of JSON, for payloads with per-query columns (a number a line is megabytes)."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
+def write_results(name: str, payload: dict, markdown: str, indent=2, results: Optional[Path] = None) -> None:
+    """``results/<name>.{json,md}`` beside the calling script (or in ``results``). ``indent=None``: one line of
+    JSON, for payloads with per-query columns (a number a line is megabytes)."""
+    results = results or results_dir(_caller_file())
+    results.mkdir(parents=True, exist_ok=True)
     payload = {"benchmark": name, "machine": machine(), **payload}
-    (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=indent, default=str))
-    (RESULTS / f"{name}.md").write_text(markdown)
-    print(f"wrote {RESULTS / (name + '.json')} and {RESULTS / (name + '.md')}")
+    (results / f"{name}.json").write_text(json.dumps(payload, indent=indent, default=str))
+    (results / f"{name}.md").write_text(markdown)
+    print(f"wrote {results / (name + '.json')} and {results / (name + '.md')}")
 
 
 def parse_or_render(ap, name: str, markdown):
-    """``ap``'s arguments plus ``--render``; with ``--render``, rewrite ``results/<name>.md`` from the committed JSON
-    (:func:`rerender`) and return None, so the benchmark's ``main`` stops there."""
+    """``ap``'s arguments plus ``--render``; with ``--render``, rewrite ``results/<name>.md`` (beside the calling
+    script) from the committed JSON (:func:`rerender`) and return None, so the benchmark's ``main`` stops there."""
     ap.add_argument("--render", action="store_true", help="rewrite the markdown from the committed JSON, run nothing")
     args = ap.parse_args()
     if args.render:
-        rerender(name, markdown)
+        rerender(name, markdown, results_dir(_caller_file()))
         return None
     return args
 
 
-def rerender(name: str, markdown) -> None:
-    """Rewrite ``results/<name>.md`` from the committed ``results/<name>.json`` (a benchmark's ``--render``)."""
-    payload = json.loads((RESULTS / f"{name}.json").read_text())
-    (RESULTS / f"{name}.md").write_text(markdown(payload))
+def rerender(name: str, markdown, results: Optional[Path] = None) -> None:
+    """Rewrite ``results/<name>.md`` from the committed ``results/<name>.json`` (a benchmark's ``--render``), beside
+    the calling script unless ``results`` names the folder."""
+    results = results or results_dir(_caller_file())
+    payload = json.loads((results / f"{name}.json").read_text())
+    (results / f"{name}.md").write_text(markdown(payload))
 
 
 def split_heading(split: str, queries: int) -> str:
@@ -117,8 +150,10 @@ def split_heading(split: str, queries: int) -> str:
 
 
 def trailer(seconds: float, script: str) -> str:
-    """A results page's last line: the run's seconds and how to re-render the page."""
-    return f"{seconds:.0f} s on two CPU cores. Re-render: `python benchmarks/{script}.py --render`."
+    """A results page's last line: the run's seconds and how to re-render the page (``script``: the name of a script
+    in the calling script's folder)."""
+    where = Path(_caller_file()).resolve().parent / f"{script}.py"
+    return f"{seconds:.0f} s on two CPU cores. Re-render: `python {script_path(where)} --render`."
 
 
 def md_table(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:

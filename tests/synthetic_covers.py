@@ -3,7 +3,7 @@
 A cover has a background colour, a central shape in a second colour, a dark silhouette (tree, house, person)
 in a corner and a title word along the top. The description names the background colour, the shape with its
 colour and the silhouette, e.g. "a red cover with a yellow circle and a tree". Used by the tests and by
-benchmarks/covers.py; deterministic for a given seed.
+benchmarks/covers/covers.py; deterministic for a given seed.
 """
 from __future__ import annotations
 

@@ -103,9 +103,9 @@ def test_epoch_checkpoints_recreate_their_epoch(pairs, tmp_path):
 
 
 def test_training_device_moves_batches_and_is_recorded(pairs, tmp_path):
-    """``device=``: the model and every batch go there (a GPU run of benchmarks/base_grid_device.py trains this way);
-    "cpu:0" takes the path a GPU takes (batches moved, non-tensor features kept) and must train the same weights
-    as the plain CPU; the record names the device, the default is the CPU where torch sees no GPU."""
+    """``device=``: the model and every batch go there (a GPU run of benchmarks/device/base_grid_device.py trains
+    this way); "cpu:0" takes the path a GPU takes (batches moved, non-tensor features kept) and must train the same
+    weights as the plain CPU; the record names the device, the default is the CPU where torch sees no GPU."""
     kw = dict(batch_size=4, max_steps=1, max_seq_length=32, lr=1e-4, show_progress_bar=False)
     plain = train_biencoder(pairs, tmp_path / "plain", device="cpu", **kw)
     moved = train_biencoder(pairs, tmp_path / "moved", device="cpu:0", **kw)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = ROOT / "benchmarks" / "recipe" / "results"
 #: The results file whose "the default" row is the number the docs give for ``tuned_pipeline(ds)``.
 DEFAULT_RESULTS = "recipe_depth_mpnet_now"
 #: The results file and row of ``tuned_pipeline(ds, base="minilm")`` (make demo's recipe).
@@ -66,7 +66,7 @@ def test_the_second_training_run_is_cited_as_measured():
 
 @pytest.mark.parametrize("where, cited", _default_citations())
 def test_headline_numbers_are_the_committed_results(where, cited):
-    assert cited in _text(where), f"{where} should cite {cited!r} (benchmarks/results/{DEFAULT_RESULTS}.json, " \
+    assert cited in _text(where), f"{where} should cite {cited!r} (benchmarks/recipe/results/{DEFAULT_RESULTS}.json, " \
                                   f"{MINILM_RESULTS}.json)"
 
 

@@ -1,6 +1,6 @@
-"""The plumbing of the GPU benchmarks (benchmarks/base_grid_device.py, second_stage_device.py), checked on the CPU:
-their measures are ir_measures', a model survives the trip back from the GPU machine (fp16 chunks + tar), and the
-training modules import without the package's __init__ (the GPU machine has no pyterrier-dr, PISA or faiss)."""
+"""The plumbing of the GPU benchmarks (benchmarks/device/base_grid_device.py, second_stage_device.py), checked on the
+CPU: their measures are ir_measures', a model survives the trip back from the GPU machine (fp16 chunks + tar), and
+the training modules import without the package's __init__ (the GPU machine has no pyterrier-dr, PISA or faiss)."""
 from __future__ import annotations
 
 import json
@@ -15,7 +15,7 @@ import torch
 from ir_measures import RR, R
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path[:0] = [str(ROOT / "benchmarks" / "device"), str(ROOT / "benchmarks")]
 import base_grid_device as dev  # noqa: E402
 
 
@@ -118,7 +118,7 @@ def test_a_model_survives_the_trip_back(tmp_path):
 
 
 def test_training_modules_import_without_the_package_init():
-    code = ("import sys; sys.path.insert(0, 'benchmarks'); import base_grid_device as b; "
+    code = ("import sys; sys.path.insert(0, 'benchmarks/device'); import base_grid_device as b; "
             "et, hn = b._library(('decomposition', 'recipe', 'rerank')); "
             "from pyterrier_tot.rerank import cross_encoder; "
             "from pyterrier_tot.recipe import second_stage; "

@@ -1,7 +1,7 @@
 """Encoding options (issue 17 item 4): the length-sorted document encoder gives the vectors of a plain
 ``SentenceTransformer.encode`` loop, a bf16 index is close to the fp32 one but is a different index (its own
 folder and manifest, never reused as fp32), and precision mismatches are refused. Behaviour only: speed is
-measured in benchmarks/encoding_speed.py, never here."""
+measured in benchmarks/speed_scale/encoding_speed.py, never here."""
 import json
 import warnings
 

@@ -22,7 +22,7 @@ def test_missing_gguf_fails_fast(tmp_path):
 
 def test_one_thread_by_default(tmp_path):
     """Issue 30.9: two llama.cpp threads on two shared cores finished no decomposition where one thread did
-    (benchmarks/results/llama_threads.md), so the default is one thread; more only when asked."""
+    (benchmarks/speed_scale/results/llama_threads.md), so the default is one thread; more only when asked."""
     assert LlamaServer().n_threads == 1
     assert LlamaServer(n_threads=2).n_threads == 2
 

@@ -141,7 +141,7 @@ def test_smollm2_on_llama_cpp_judges_every_candidate(reddit, reddit_index, tmp_p
 
 
 def test_the_benchmark_scores_ties_as_trec_eval_and_unanswered_queries_as_zero():
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "second_stage"))
     from pointwise_llm import per_query
 
     qrels = pd.DataFrame({"qid": ["q1", "q2"], "docno": ["a", "c"], "label": [1, 1]})
