@@ -142,7 +142,7 @@ class SentenceBackbone:
 
     def __init__(self, model: SentenceIdModel, tokenizer, vocab: IdVocab, codes: bool, name: str,
                  train_encoder: int = 0, encoder_lr: float = 2e-5, config: Optional[dict] = None,
-                 precision: str = "fp32", cache: Optional[dict] = None):
+                 precision: str = "fp32", cache: Optional[dict] = None, device: str = "cpu"):
         if precision not in ("fp32", "bf16"):
             raise ValueError(f"precision must be 'fp32' or 'bf16', not {precision!r}")
         self.model, self.tokenizer, self.vocab, self.codes, self.name = model, tokenizer, vocab, codes, name
@@ -159,9 +159,20 @@ class SentenceBackbone:
         model.frozen_encoder = self.train_encoder == 0
         self.precision = precision
         self._memo: Dict[tuple, Tuple[torch.Tensor, torch.Tensor]] = {} if cache is None else cache
+        self.device = "cpu"
+        self.to(device)
+
+    def to(self, device: str) -> "SentenceBackbone":
+        """Move the model to ``device`` (``"cpu"``, ``"cuda"``, ...); remembered encoder outputs are dropped."""
+        device = str(device)
+        if device != self.device:
+            self.model.to(device)
+            self._memo.clear()
+            self.device = device
+        return self
 
     def _autocast(self):
-        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.precision == "bf16")
+        return torch.autocast(torch.device(self.device).type, dtype=torch.bfloat16, enabled=self.precision == "bf16")
 
     # ---------------------------------------------------------------- token ids
     def source_ids(self, text: str, max_tokens: int) -> List[int]:
@@ -193,7 +204,7 @@ class SentenceBackbone:
             for i, k in enumerate(todo):
                 ids[i, :len(k)], mask[i, :len(k)] = torch.tensor(k), 1
             with torch.set_grad_enabled(torch.is_grad_enabled() and not self.model.frozen_encoder), self._autocast():
-                pooled, hidden = self.model.encode(ids, mask)
+                pooled, hidden = self.model.encode(ids.to(self.device), mask.to(self.device))
             tokens = self.model.states == "tokens"
             for i, k in enumerate(todo):
                 fresh[k] = (pooled[i], hidden[i, :len(k)] if tokens else None)
@@ -204,8 +215,8 @@ class SentenceBackbone:
         if self.model.states != "tokens":
             return pooled, None, None
         n = max(g[1].shape[0] for g in got)
-        states = torch.zeros((len(got), n, got[0][1].shape[-1]))
-        mask = torch.zeros((len(got), n), dtype=torch.long)
+        states = torch.zeros((len(got), n, got[0][1].shape[-1]), device=self.device)
+        mask = torch.zeros((len(got), n), dtype=torch.long, device=self.device)
         for i, (_, st) in enumerate(got):
             states[i, :st.shape[0]], mask[i, :st.shape[0]] = st.float(), 1
         return pooled, states, mask
@@ -220,7 +231,7 @@ class SentenceBackbone:
         for i, t in enumerate(targets):
             labels[i, :len(t)] = torch.tensor(t)
         # attention_mask: one entry per source token (training.train counts tokens with it)
-        return {"sources": list(sources), "labels": labels,
+        return {"sources": list(sources), "labels": labels.to(self.device),
                 "attention_mask": torch.ones(sum(len(s) for s in sources), dtype=torch.long)}
 
     def target_logits(self, batch: dict):
@@ -252,8 +263,8 @@ class SentenceBackbone:
             batch = self.batch([sources[i] for i in rows], [list(targets[i]) for i in rows])
             logits, labels, which = self.target_logits(batch)
             lp = torch.log_softmax(logits.float(), -1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
-            out[start:start + len(rows)] = torch.zeros(len(rows), dtype=torch.float64).index_add_(
-                0, which, lp.double()).numpy()
+            out[start:start + len(rows)] = torch.zeros(len(rows), dtype=torch.float64, device=lp.device).index_add_(
+                0, which, lp.double()).cpu().numpy()
         return out
 
     @torch.inference_mode()
@@ -273,17 +284,18 @@ class SentenceBackbone:
                 flat = [(q, seq, s) for q, bs in enumerate(beams) for seq, s in bs]
                 if not flat:
                     break
-                idx = torch.tensor([q for q, _, _ in flat])
+                idx = torch.tensor([q for q, _, _ in flat], device=self.device)
                 t = max(len(seq) for _, seq, _ in flat) + 1
                 prev = torch.zeros((len(flat), t), dtype=torch.long)
                 for i, (_, seq, _) in enumerate(flat):
                     if seq:
                         prev[i, 1:len(seq) + 1] = torch.tensor(seq, dtype=torch.long)
-                lens = torch.tensor([len(seq) for _, seq, _ in flat])
+                lens = torch.tensor([len(seq) for _, seq, _ in flat], device=self.device)
                 with self._autocast():
                     logits = self.model.decode(pooled[idx], tokens[idx] if tokens is not None else None,
-                                               mask[idx] if mask is not None else None, prev)
-                lp = torch.log_softmax(logits[torch.arange(len(flat)), lens].float(), -1)
+                                               mask[idx] if mask is not None else None, prev.to(self.device))
+                # one copy to the host per step: the trie's allowed tokens are read beam by beam
+                lp = torch.log_softmax(logits[torch.arange(len(flat), device=self.device), lens].float(), -1).cpu()
                 cands: List[list] = [[] for _ in chunk]
                 for i, (q, seq, s) in enumerate(flat):
                     allowed = trie.allowed(seq)
@@ -315,7 +327,7 @@ class SentenceBackbone:
         folder = Path(folder)
         self.model.encoder.config.save_pretrained(folder / _ENCODER_DIR)
         self.tokenizer.save_pretrained(folder / _ENCODER_DIR)
-        save_model(self.model, str(folder / "model.safetensors"))
+        save_model(self.model, str(folder / "model.safetensors"))  # (safetensors copies GPU tensors to the host)
         cfg = {**self.config, "vocab": self.vocab.tokens, "codes": self.codes, "name": self.name,
                "precision": self.precision}
         (folder / _CONFIG).write_text(json.dumps(cfg, ensure_ascii=False), encoding="utf8")
@@ -353,7 +365,7 @@ def _arch(cfg: dict) -> dict:
 def sentence_backbone(identifiers, model=None, codes: bool = False, states: str = "pooled", train_encoder: int = 0,
                       layers: int = 2, heads: int = 6, d_model: Optional[int] = None, max_len: int = 64,
                       dropout: float = 0.1, encoder_lr: float = 2e-5, precision: str = "fp32",
-                      cache: Optional[dict] = None, seed: int = 0) -> SentenceBackbone:
+                      cache: Optional[dict] = None, seed: int = 0, device: str = "cpu") -> SentenceBackbone:
     """A :class:`SentenceBackbone` for ``identifiers`` (the id strings, or a docno → id dict).
 
     :param model: a sentence-transformers model (name, folder or fine-tuned artifact; default MiniLM), resolved
@@ -363,6 +375,7 @@ def sentence_backbone(identifiers, model=None, codes: bool = False, states: str 
     :param train_encoder: 0 freezes the encoder; ``n`` trains its top ``n`` layers; -1 all of them
     :param precision: ``"fp32"`` or ``"bf16"`` (autocast; see the module docs)
     :param cache: a dict shared with other backbones over the same encoder, states and precision (frozen only)
+    :param device: where the model trains and decodes (``"cuda"`` on a GPU; :meth:`SentenceBackbone.to` moves it)
     """
     from pyterrier_tot.models import load_sentence_transformer, resolve_model
 
@@ -393,4 +406,5 @@ def sentence_backbone(identifiers, model=None, codes: bool = False, states: str 
     base = Path(str(cfg["model"])).name
     enc = "frozen" if train_encoder == 0 else ("all" if train_encoder < 0 else f"top {train_encoder}")
     name = f"{base}[{states}, encoder {enc}] + decoder {layers}x{d}"
-    return SentenceBackbone(net, tokenizer, vocab, codes, name, train_encoder, encoder_lr, cfg, precision, cache)
+    return SentenceBackbone(net, tokenizer, vocab, codes, name, train_encoder, encoder_lr, cfg, precision, cache,
+                            device)

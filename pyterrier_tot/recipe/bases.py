@@ -65,7 +65,7 @@ LEGACY_MINILM = {"lr": 2e-5, "epoch": 1, "schedule": 1, "amp": False, "precision
 #: Settings shared by every base (the MiniLM protocol); any of them can be overridden per call.
 #: ``soup``: how many runs (seeds ``seed``, ``seed + 1``, ...) are averaged into the base (1: one run; see
 #: :mod:`~pyterrier_tot.recipe.soup`).
-COMMON = {"batch_size": 16, "max_seq_length": 256, "warmup_ratio": 0.1, "seed": 42, "soup": 1}
+COMMON = {"batch_size": 16, "max_seq_length": 256, "warmup_ratio": 0.1, "seed": 42, "soup": 1, "freeze_layers": 0}
 
 
 def _slug(model: str) -> str:
@@ -100,6 +100,7 @@ def base_dir(dataset, model: str = "minilm", n: int = TUNING_QUERIES, tuning_see
         return cache_dir() / "models" / f"base-minilm-{tag}-train-minus-fit{n}-e1"
     extra = "".join(f"-{k}{cfg[k]}" for k in ("batch_size", "max_seq_length", "seed", "warmup_ratio")
                     if cfg[k] != COMMON[k])
+    extra += f"-frozen{cfg['freeze_layers']}" if cfg["freeze_layers"] else ""
     steps = f"-s{cfg['max_steps']}" if cfg.get("max_steps") else ""
     steps += f"-soup{cfg['soup']}" if cfg["soup"] > 1 else ""
     amp = "-bf16" if cfg["amp"] else ""
@@ -114,7 +115,7 @@ def _hub_name(model: str) -> str:
 
 
 def _train_kwargs(model: str, cfg: dict) -> dict:
-    keys = ("batch_size", "max_seq_length", "warmup_ratio", "seed", "max_steps", "lr", "amp")
+    keys = ("batch_size", "max_seq_length", "warmup_ratio", "seed", "max_steps", "lr", "amp", "freeze_layers")
     return {"base_model": _hub_name(model), "epochs": cfg["epoch"], "schedule_epochs": cfg["schedule"],
             **{k: cfg[k] for k in keys if k in cfg}}
 

@@ -218,7 +218,7 @@ def _fit(model, loader, loss, epochs: int, steps: int, schedule_steps: int, warm
     import transformers
 
     no_decay = ("bias", "LayerNorm.bias", "LayerNorm.weight")
-    named = list(loss.named_parameters())
+    named = [(n, p) for n, p in loss.named_parameters() if p.requires_grad]  # frozen layers: not optimised
     groups = [{"params": [p for n, p in named if not any(nd in n for nd in no_decay)], "weight_decay": 0.01},
               {"params": [p for n, p in named if any(nd in n for nd in no_decay)], "weight_decay": 0.0}]
     optimizer = torch.optim.AdamW(groups, lr=lr)
@@ -275,7 +275,7 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
                     seed: int = DEFAULTS["seed"], kind: str = "biencoder", show_progress_bar: bool = True,
                     extra_metadata: Optional[dict] = None, schedule_epochs: Optional[int] = None,
                     epoch_dirs: Optional[Dict[int, Union[str, Path]]] = None, amp: bool = False,
-                    device: Optional[str] = None) -> Path:
+                    device: Optional[str] = None, freeze_layers: int = 0) -> Path:
     """Fine-tune ``base_model`` (default MiniLM, resolved offline; a fine-tuned folder continues its training)
     on (anchor, positive) pairs, or (anchor, positive, negative, ...) examples of one width, with
     MultipleNegativesRankingLoss (the extra texts are hard negatives beside the in-batch ones) and save it to
@@ -288,7 +288,8 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
     (``model=path``), ``BookIndex.dense(path)``, ``SentenceTransformer(path)`` or ``pt.Artifact.load(path)`` (a
     :class:`~pyterrier_tot.models.BiEncoderModel`). Each folder appears only once complete; an existing model folder
     there is replaced. ``device``: where to train (default a GPU when torch sees one); not in the folder's name, but
-    in the training record."""
+    in the training record. ``freeze_layers``: the word embeddings and the lowest ``n`` transformer layers stay as
+    they are (no gradient through them: each step costs less)."""
     import numpy as np
     import torch
     from sentence_transformers import InputExample, SentenceTransformer
@@ -317,6 +318,8 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
         params["schedule_epochs"] = schedule_epochs
     if amp:
         params["amp"] = "bf16"
+    if freeze_layers:  # absent when nothing is frozen, as above
+        params["freeze_layers"] = int(freeze_layers)
     out = Path(output_dir).expanduser() if output_dir else _default_dir(kind, base_model, len(pairs), params)
     targets = {**epoch_dirs, epochs: out}
     overwrite = {e: _replaceable(p) for e, p in targets.items()}  # checked before training, not after minutes of it
@@ -330,6 +333,8 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
     with quiet_loading():
         model = SentenceTransformer(resolve_model(base_model), device=device)
     model.max_seq_length = max_seq_length
+    if freeze_layers:
+        freeze_lower_layers(model, int(freeze_layers))
     loader = DistinctTextBatches([InputExample(texts=list(ex)) for ex in pairs], batch_size=batch_size)
     steps = len(loader) if not max_steps else min(max_steps, len(loader))
     loss = MultipleNegativesRankingLoss(model)
@@ -353,6 +358,21 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
          int(math.ceil(warmup_ratio * steps * schedule_epochs)), lr, amp, on_epoch,
          f"training {kind}" if show_progress_bar else None, device)
     return out
+
+
+def freeze_lower_layers(model, n: int) -> int:
+    """Freeze the embeddings and the lowest ``n`` transformer layers of a sentence-transformers ``model`` (a
+    BERT-family encoder: its ``embeddings`` and ``encoder.layer``); returns the parameters left trainable."""
+    encoder = model[0].auto_model
+    blocks = getattr(getattr(encoder, "encoder", None), "layer", None)
+    if blocks is None or not hasattr(encoder, "embeddings"):
+        raise ValueError(f"freeze_layers: {type(encoder).__name__} has no embeddings / encoder.layer to freeze")
+    if not 0 <= n <= len(blocks):
+        raise ValueError(f"freeze_layers={n}: the model has {len(blocks)} layers")
+    for part in [encoder.embeddings, *list(blocks)[:n]]:
+        for p in part.parameters():
+            p.requires_grad_(False)
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def training_metadata(path) -> dict:
