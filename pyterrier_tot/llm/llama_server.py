@@ -8,7 +8,7 @@ Example::
         clues = ClueDecomposer(llm)(topics)
 
 ``LlamaServer(model_path=...)`` takes any GGUF file. ``n_threads`` defaults to 1: on shared cores more threads
-were much slower (``benchmarks/results/llama_threads.md``); give ``n_threads=os.cpu_count()`` on an idle machine.
+were much slower (``benchmarks/speed_scale/results/llama_threads.md``); give ``n_threads=os.cpu_count()`` on an idle machine.
 The server listens on a free loopback port, the context
 manager waits until ``/v1/models`` answers and stops the process on exit (terminate, then kill); a server whose
 parent process dies (killed, a kernel restart) stops itself within a second. Needs the
@@ -87,7 +87,7 @@ class LlamaServer:
             raise ModelUnavailableError(f"GGUF model file not found: {self.model_path}")
         self.alias, self.n_ctx = alias, int(n_ctx)
         # one thread unless asked: llama.cpp threads wait for each other at every layer, so on cores that other
-        # processes share, two threads finished no decomposition where one did (benchmarks/llama_threads.py)
+        # processes share, two threads finished no decomposition where one did (benchmarks/speed_scale/llama_threads.py)
         self.n_threads = int(n_threads) if n_threads else 1
         self.port = port
         self.startup_timeout = float(startup_timeout)

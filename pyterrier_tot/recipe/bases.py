@@ -46,7 +46,7 @@ from pyterrier_tot.recipe.protocol import (
     training_record,
 )
 
-#: Training settings of each base model, chosen on the tuning slice (``benchmarks/results/bases.md``):
+#: Training settings of each base model, chosen on the tuning slice (``benchmarks/recipe/results/bases.md``):
 #: ``lr``; ``epoch``: the checkpoint used; ``schedule``: the epochs its learning-rate schedule spans; ``amp``:
 #: bfloat16 autocast in training; ``precision``: how the recipe encodes books and queries with it. A model not
 #: named here trains with the MiniLM settings.
@@ -61,7 +61,7 @@ BASE_SETTINGS: Dict[str, dict] = {
 LEGACY_MINILM = {"lr": 2e-5, "epoch": 1, "schedule": 1, "amp": False, "precision": "fp32"}
 #: ``amp="auto"``: bfloat16 autocast only where the hardware runs bf16 natively (:func:`~pyterrier_tot.models.
 #: native_bf16`); on a CPU without AMX / AVX512-BF16 it is emulated, and encoding there was about 4x slower than
-#: fp32 (``benchmarks/results/bases.md``).
+#: fp32 (``benchmarks/recipe/results/bases.md``).
 #: Settings shared by every base (the MiniLM protocol); any of them can be overridden per call.
 #: ``soup``: how many runs (seeds ``seed``, ``seed + 1``, ...) are averaged into the base (1: one run; see
 #: :mod:`~pyterrier_tot.recipe.soup`).
@@ -146,7 +146,7 @@ def fine_tuned_base(dataset, n: int = TUNING_QUERIES, tuning_seed: int = TUNING_
     32 with ``amp`` where bf16 is native, by CPU; its default is two epochs). On a GPU it trains there: 23 s on an
     H200. ``soup=N``: N runs (seeds ``seed`` to ``seed + N - 1``, each cached as a base of its own) averaged into
     one model (:mod:`~pyterrier_tot.recipe.soup`), N times the training and one model's cost to use; six
-    mpnet runs took 173 s on an H100 (``benchmarks/results/soup.md``)."""
+    mpnet runs took 173 s on an H100 (``benchmarks/recipe/results/soup.md``)."""
     from pyterrier_tot.recipe import expert_training
 
     cfg = base_settings(model, **settings)
@@ -344,7 +344,7 @@ def encoding_precision(expert_name: str) -> str:
 
 
 #: Fine-tuned models the fuser weighs beside a base, scoring its candidates (adding none; the floor stays the base
-#: alone). Chosen inside the tuning slice (``benchmarks/results/helper_bases.md``): the fine-tuned MiniLM beside
+#: alone). Chosen inside the tuning slice (``benchmarks/recipe/results/helper_bases.md``): the fine-tuned MiniLM beside
 #: mpnet raised the held-out gain over mpnet alone; mpnet title / plot experts did not.
 HELPERS: Dict[str, Tuple[str, ...]] = {"mpnet": ("minilm",)}
 

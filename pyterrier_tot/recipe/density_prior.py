@@ -44,11 +44,11 @@ from pyterrier_tot.policy import (
     unknown_docnos,
 )
 
-#: Neighbours a book's density is the mean similarity to (chosen on the tuning slice: ``benchmarks/density.py``).
+#: Neighbours a book's density is the mean similarity to (chosen on the tuning slice: ``benchmarks/recipe/density.py``).
 DENSITY_K = 5
 #: The bases whose recipe weighs the prior beside its experts, with its k. Admitted inside the tuning slice (30
 #: random halves, fit on one and measure on the other, against the default without it:
-#: ``benchmarks/results/density.md``); MiniLM was not tried.
+#: ``benchmarks/recipe/results/density.md``); MiniLM was not tried.
 RECIPE_PRIORS: Dict[str, int] = {"mpnet": DENSITY_K}
 #: Above this many books, densities are taken against a fixed random sample of this many.
 REFERENCE_BOOKS = 50_000

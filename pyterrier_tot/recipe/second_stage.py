@@ -14,7 +14,7 @@ Training data: the training queries outside the tuning slice (what the base lear
 book and ``n_negatives`` books drawn (seeded) from the recipe's top ``mine_depth``, gold excluded. A base that
 has seen these queries ranks their gold books high, so these negatives are the books the recipe confuses with
 the answer, which is what a re-ranker of its top ``k`` has to learn to tell apart. ``k`` and ``alpha`` are chosen
-on the tuning slice (``benchmarks/second_stage.py``, which also says whether the stage earns its cost).
+on the tuning slice (``benchmarks/second_stage/second_stage.py``, which also says whether the stage earns its cost).
 
 The bi-encoder re-ranker learns from the same kind of near misses but keeps the base's way of scoring (no new
 head): a second model trained from the base, weighed against the recipe's score over its top ``k``::
@@ -22,7 +22,7 @@ head): a second model trained from the base, weighed against the recipe's score 
     two = recipe.tuned_pipeline(ds, index) >> second_stage.reranker_stage(ds, index)
 
 Neither is part of the default recipe: on Reddit-TOMT validation neither raised R@5 and MRR beyond noise
-(``benchmarks/results/second_stage*.md``, ``rerank_device.md``).
+(``benchmarks/second_stage/results/second_stage*.md``, ``rerank_device.md``).
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ from pyterrier_tot.recipe.protocol import (
 )
 
 #: How the recipe's cross-encoder is trained (``recipe_cross_encoder``'s defaults; ``max_steps`` None: whole
-#: epochs). Chosen and timed on the MiniLM base (``benchmarks/second_stage.py``); not tried from mpnet.
+#: epochs). Chosen and timed on the MiniLM base (``benchmarks/second_stage/second_stage.py``); not tried from mpnet.
 SETTINGS = dict(n_negatives=3, mine_depth=20, epochs=1, lr=5e-5, head_lr=1e-3, batch_queries=4, max_length=320,
                 max_query_tokens=160, max_steps=None)
 
@@ -63,7 +63,7 @@ def model_dir(base: str, **settings) -> Path:
 #: The bi-encoder re-ranker (``recipe_reranker``): a second model trained from the base on the recipe's near misses
 #: (``n_negatives`` drawn from the first ``mine_depth`` non-gold books of the recipe's ranking, the rule-clue form
 #: of each query as one more anchor), re-scoring the recipe's top ``k`` by ``alpha * cos + (1 - alpha) *
-#: minmax(recipe)``. Variant, ``k`` and ``alpha`` chosen on the tuning slice by ``benchmarks/rerank_device.py``
+#: minmax(recipe)``. Variant, ``k`` and ``alpha`` chosen on the tuning slice by ``benchmarks/device/rerank_device.py``
 #: (trained on a GPU); not part of the default recipe: on validation it moved R@5 and MRR by less than noise.
 RERANKER = dict(n_negatives=2, mine_depth=30, epochs=2, lr=2e-5, clue_forms=True, seed=0, k=100, alpha=0.6)
 #: the settings that make the re-ranker's model (its folder's name); ``k`` and ``alpha`` only place it in the stage

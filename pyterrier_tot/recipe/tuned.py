@@ -5,7 +5,7 @@
     dp(ds.get_topics("validation"))
     fast = tuned_pipeline(ds, base="minilm")                   # the fast base (make demo's): minutes on a CPU
 
-The procedure (the numbers in ``benchmarks/results/decomposition_pipeline.md`` and ``bases.md`` come from it):
+The procedure (the numbers in ``benchmarks/recipe/results/decomposition_pipeline.md`` and ``bases.md`` come from it):
 
 1. :func:`~pyterrier_tot.recipe.protocol.tuning_split`: 300 training queries
    (``train.sample(300, random_state=0)``) are set aside. Fuser weights and other choices are fitted on them;
@@ -98,7 +98,7 @@ FLOOR_METRIC = "R@1,R@2,R@3,R@5,R@10,R@20,R@30,R@50,R@100,RR"
 FEATURES_VERSION = 1
 #: Bootstrap resamples of the slice the fuser is fitted on, their weights averaged (0: one ascent). Chosen inside
 #: the slice (60 random halves, fit on one, measured on the other; mpnet): one ascent fell below the base somewhere
-#: on 35% of the held-out halves, the bagged mean on 30%, a small edge (benchmarks/results/fuser_bagging.md).
+#: on 35% of the held-out halves, the bagged mean on 30%, a small edge (benchmarks/recipe/results/fuser_bagging.md).
 FIT_BAGS = 30
 #: Books per query of the recipe's ranking: the fused candidates, then the rest of the base's ranking.
 DEPTH = 1000
@@ -330,7 +330,7 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
     :func:`default_helpers` of ``base`` when the bases are trained here (``fine_tuned=True``), else none.
     ``density``: weigh the density prior of the base (:func:`~pyterrier_tot.recipe.density_prior.recipe_priors`:
     mpnet's) beside the experts; ``False`` leaves it out. ``normalise="zscore"``: the fuser on z-scores instead of
-    min-max, fitted under its own key (``benchmarks/results/fuser_normalisation.md``: offered, not the default)."""
+    min-max, fitted under its own key (``benchmarks/recipe/results/fuser_normalisation.md``: offered, not the default)."""
     from pyterrier_tot.index import BookIndex
 
     index = index if index is not None else BookIndex(dataset)

@@ -17,7 +17,7 @@ tokenizer (safetensors weights) plus ``pt_meta.json`` and the training details.
 The reranker re-scores the top ``k`` rows of each query by incoming score; rows below ``k`` keep their order
 under the re-ranked block. ``alpha`` < 1 mixes the two views of the block: ``alpha * minmax(cross-encoder) +
 (1 - alpha) * minmax(incoming score)`` per query, so a first stage that is usually right keeps a say
-(``benchmarks/second_stage.py`` chooses k and alpha on a tuning slice). The query is cut to
+(``benchmarks/second_stage/second_stage.py`` chooses k and alpha on a tuning slice). The query is cut to
 ``max_query_tokens`` word pieces so the book always gets the rest of ``max_length``.
 """
 from __future__ import annotations
