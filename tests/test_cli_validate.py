@@ -73,3 +73,31 @@ def test_reddit_dataset_finds_the_missing_topic_and_the_bogus_book(tmp_path, cap
     assert f"[topics] topic {missing!r} has no results" in out
     assert "[corpus] docno 'BOGUS'" in out and "not checked" not in out
     assert main(["validate-run", str(run)]) == 0 and "format only" in capsys.readouterr().out
+
+
+def test_the_note_never_asks_for_what_was_given(tmp_path, capsys):
+    """With --dataset given (a local folder: topics, no corpus) the note advised giving --dataset or --config."""
+    folder = tmp_path / "tiny-tot"
+    folder.mkdir()
+    (folder / "queries.jsonl").write_text(json.dumps({"query_id": "q1", "query": "a book"}) + "\n")
+    run = tmp_path / "run.txt"
+    run.write_text("q1 Q0 b1 1 1.0 tag\n")
+    assert main(["validate-run", str(run), "--dataset", f"trec-tot-local/{folder}"]) == 0
+    note = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+    assert note == ["note: corpus not checked; give --corpus JSONL or --index DIR to check it"]
+
+
+def test_a_wrong_local_folder_names_where_it_looked(tmp_path, capsys, monkeypatch):
+    """It said `no queries.jsonl under 2023` without the folders searched."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTERRIER_TOT_DATA", str(tmp_path / "shared"))
+    (tmp_path / "shared" / "trec-tot" / "2023-train").mkdir(parents=True)
+    (tmp_path / "shared" / "trec-tot" / "2023-train" / "queries.jsonl").write_text("")
+    run = tmp_path / "run.txt"
+    run.write_text("q1 Q0 b1 1 1.0 tag\n")
+    assert main(["validate-run", str(run), "--dataset", "trec-tot-local/2023"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "trec-tot-local/2023: no queries.jsonl in" in err
+    assert f"{tmp_path / '2023'} (relative to the current directory)" in err
+    assert f"{tmp_path / 'shared' / 'trec-tot' / '2023'} (the shared data's trec-tot folder" in err
+    assert "the shared folders are 2023-train" in err

@@ -316,3 +316,24 @@ def test_unknown_dataset():
         ptt.get_dataset("no-such-books")
     with pytest.raises(KeyError, match="trec-tot"):
         ptt.get_dataset("trec-tot/1999/train")
+
+
+def test_trec_tot_local_is_found_in_the_current_directory_then_in_the_shared_data(tmp_path, monkeypatch):
+    shared = tmp_path / "shared" / "trec-tot"
+    for base, qid in ((tmp_path / "work", "here"), (shared, "shared")):
+        (base / "2024-dev").mkdir(parents=True)
+        (base / "2024-dev" / "queries.jsonl").write_text(json.dumps({"query_id": qid, "query": "a book"}) + "\n")
+    (shared / "only-shared").mkdir()
+    (shared / "only-shared" / "queries.jsonl").write_text(json.dumps({"query_id": "s", "query": "a book"}) + "\n")
+    (tmp_path / "work" / "only-shared").mkdir()  # a folder of that name without queries.jsonl does not hide it
+    monkeypatch.setenv("PYTERRIER_TOT_DATA", str(tmp_path / "shared"))
+    monkeypatch.chdir(tmp_path / "work")
+    assert TrecTotLocal("2024-dev").get_topics()["qid"].tolist() == ["here"]  # the current directory first
+    assert TrecTotLocal("only-shared").get_topics()["qid"].tolist() == ["s"]
+    assert TrecTotLocal(str(shared / "2024-dev")).get_topics()["qid"].tolist() == ["shared"]
+    with pytest.raises(DatasetUnavailableError) as err:
+        TrecTotLocal("2023")
+    assert str(tmp_path / "work" / "2023") in str(err.value) and str(shared / "2023") in str(err.value)
+    assert "the shared folders are 2024-dev, only-shared" in str(err.value)
+    with pytest.raises(DatasetUnavailableError, match=f"no queries.jsonl in {tmp_path / 'nowhere'}$"):
+        TrecTotLocal(str(tmp_path / "nowhere"))

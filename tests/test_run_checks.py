@@ -146,3 +146,19 @@ def test_the_report_says_which_rules_it_could_not_check(tmp_path):
     assert check_run(path, corpus_docnos=CORPUS).summary().endswith("OK (topics not checked)")
     full = validate_run(path, topics=TOPICS, corpus_docnos=CORPUS)
     assert full.unchecked == [] and full.summary().endswith(": OK")
+
+
+def test_malformed_lines_are_counted_and_named(tmp_path):
+    """A 9-line file with one malformed line said "8 results" and nothing of the ninth in its head line."""
+    lines = [f"q{q} Q0 b{d} {d} {4.0 - d} run" for q in (1, 2, 3) for d in (1, 2, 3)]
+    lines[4] = "q2 Q0 b2 2.0 run"  # line 5: five columns
+    report = check_run(write(tmp_path, "\n".join(lines) + "\n"))
+    assert report.n_lines == 8 and report.malformed == [5] and report.by_rule() == {"columns": 1}
+    head = report.summary().splitlines()[0]
+    assert head.startswith(f"{tmp_path / 'run.txt'}: 8 results and 1 malformed line (line 5), 3 queries")
+    lines[7] = "q3 Q0 b2 two 2.0 run"  # line 8: six columns, but no rank
+    report = check_run(write(tmp_path, "\n".join(lines) + "\n"))
+    assert report.n_lines == 7 and report.malformed == [5, 8]
+    assert ": 7 results and 2 malformed lines (lines 5, 8), 3 queries" in report.summary()
+    assert check_run(write(tmp_path, GOOD)).malformed == []
+    only(check_run(write(tmp_path, "not a run\n")).failures, "columns", 1)  # no "empty" on top of it

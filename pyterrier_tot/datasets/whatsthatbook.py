@@ -7,7 +7,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import pandas as pd
 
-from pyterrier_tot._util import cache_dir, hub_reachable, shared_data_dir
+from pyterrier_tot._util import cache_dir, hub_reachable, is_offline, shared_data_dir
 from pyterrier_tot.datasets.base import BookDataset, read_jsonl
 from pyterrier_tot.datasets.books import Book, parse_year
 from pyterrier_tot.errors import DatasetUnavailableError
@@ -110,10 +110,13 @@ class WhatsThatBook(BookDataset):
         target = cache_dir() / "whatsthatbook"
         if target.is_dir() and (any(target.rglob("*.jsonl")) or any(target.rglob("*.parquet"))):
             return target
-        if not download or not hub_reachable():
+        why = "download=False" if not download else "offline: HF_HUB_OFFLINE or PYTERRIER_TOT_OFFLINE is set" \
+            if is_offline() else None if hub_reachable() else "huggingface.co cannot be reached"
+        if why:
             raise DatasetUnavailableError(
-                f"WhatsThatBook is not on disk and the Hugging Face hub cannot be reached; download the dataset "
-                f"{self.HF_ID} and pass path=... (or set PYTERRIER_TOT_WHATSTHATBOOK)")
+                f"WhatsThatBook is not on disk and cannot be downloaded here ({why}); download the Hugging Face "
+                f"dataset {self.HF_ID} ({self.info_url()}) into {shared_data_dir() / 'whatsthatbook'} or {target}, "
+                "or pass path=... (or set PYTERRIER_TOT_WHATSTHATBOOK) to the folder holding it")
         from huggingface_hub import snapshot_download  # pragma: no cover - needs the network
         return Path(snapshot_download(self.HF_ID, repo_type="dataset", local_dir=str(target)))  # pragma: no cover
 

@@ -22,7 +22,7 @@ from typing import List, Optional
 import pandas as pd
 
 from pyterrier_tot.bars import bar as progress_bar
-from pyterrier_tot.errors import BadInputError, ToTError
+from pyterrier_tot.errors import BadInputError, DatasetUnavailableError, ToTError
 
 __all__ = ["main", "build_parser"]
 
@@ -133,8 +133,8 @@ def _validate_inputs(args):
     elif ds is not None:
         try:
             docnos = {str(d["docno"]) for d in ds.get_corpus_iter(fields=[])}
-        except NotImplementedError as e:  # topics and qrels only (a local TREC ToT folder): say so, check the rest
-            print(f"validate-run: {e}", file=sys.stderr)
+        except (NotImplementedError, DatasetUnavailableError) as e:  # topics and qrels only (a local TREC ToT
+            print(f"validate-run: {e}", file=sys.stderr)  # folder, a corpus not downloaded): say so, check the rest
     elif cfg is not None:
         docnos = cfg.book_index()
     return topics, docnos
@@ -156,11 +156,12 @@ def cmd_validate(args) -> int:
         print(report.summary())
         status = max(status, EXIT_OK if report.ok else EXIT_INVALID_RUN)
     missing = [rule for rule, given in (("topics", topics), ("corpus", docnos)) if given is None]
-    if missing:  # the reports say "(format only: ...)"; this says how to check the rest
-        flags = ["--config CONFIG", "--dataset NAME"] + (["--topics FILE"] if topics is None else []) + (
-            ["--corpus JSONL", "--index DIR"] if docnos is None else [])
-        print(f"note: {' and '.join(missing)} not checked; give {', '.join(flags[:-1])} or {flags[-1]} to check "
-              + ("them" if len(missing) == 2 else "it"))
+    if missing:  # the reports say "(format only: ...)"; this says how to check the rest, never with what was given
+        flags = ([] if args.config or args.dataset else ["--config CONFIG", "--dataset NAME"]) + (
+            ["--topics FILE"] if topics is None else []) + (["--corpus JSONL", "--index DIR"] if docnos is None else [])
+        options = f"{', '.join(flags[:-1])} or {flags[-1]}" if len(flags) > 1 else flags[0]
+        print(f"note: {' and '.join(missing)} not checked; give {options} to check " + ("them" if len(missing) == 2
+                                                                                      else "it"))
     return status
 
 

@@ -17,7 +17,7 @@ rule           what it checks
 ``depth``      at most ``max_per_query`` (1000) results per query
 ``topics``     every topic has results, and every qid is a topic (when ``topics`` is given)
 ``corpus``     every docno is in the corpus (when ``corpus_docnos`` is given)
-``empty``      the file has at least one result
+``empty``      the file has at least one line (malformed lines fail ``columns`` instead)
 ============== ===================================================================================
 
 Without ``topics`` or ``corpus_docnos`` those two rules are not checked, and the report says so
@@ -59,7 +59,9 @@ class RunFailure:
 
 @dataclass
 class RunReport:
-    """What :func:`check_run` found: the failures, and counts of lines, queries and the run tag."""
+    """What :func:`check_run` found: the failures, the number of results (well-formed lines, ``n_lines``), the
+    line numbers of the malformed ones (``malformed``: a ``columns`` failure, not counted as results), the number of
+    queries and the run tag."""
     source: str
     n_lines: int = 0
     n_queries: int = 0
@@ -68,6 +70,7 @@ class RunReport:
     #: whether the ``topics`` / ``corpus`` rules ran (they need the topics / the corpus docnos)
     topics_checked: bool = False
     corpus_checked: bool = False
+    malformed: List[int] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -91,7 +94,12 @@ class RunReport:
 
     def summary(self) -> str:
         scope = self.scope()
-        head = (f"{self.source}: {self.n_lines} results, {self.n_queries} queries, tag {self.tag!r}: "
+        bad = self.malformed
+        where = ", ".join(map(str, bad[:_SHOWN])) + (f" and {len(bad) - _SHOWN} more" if len(bad) > _SHOWN else "")
+        head = (f"{self.source}: {self.n_lines} results"
+                + (f" and {len(bad)} malformed line{'s' * (len(bad) > 1)} (line{'s' * (len(bad) > 1)} {where})"
+                   if bad else "")
+                + f", {self.n_queries} queries, tag {self.tag!r}: "
                 + ("OK" if self.ok else f"{len(self.failures)} failure(s) {self.by_rule()}")
                 + (f" ({scope})" if scope else ""))
         lines = [head] + [f"  {f}" for f in self.failures[:_SHOWN]]
@@ -170,9 +178,10 @@ def check_run(run: Union[str, os.PathLike, pd.DataFrame], topics: Union[pd.DataF
             fail(lineno, "columns", f"expected 6 columns 'qid Q0 docno rank score tag', found {len(cols)}: "
                                     f"{line[:80]!r}")
             damaged.update(cols[:1])
+            report.malformed.append(lineno)
             continue
         qid, q0, docno, rank_s, score_s, tag = cols
-        report.n_lines += 1
+        before = len(report.failures)
         if q0 != "Q0":
             fail(lineno, "columns", f"column 2 must be 'Q0', not {q0!r}")
         try:
@@ -188,6 +197,10 @@ def check_run(run: Union[str, os.PathLike, pd.DataFrame], topics: Union[pd.DataF
         except ValueError:
             fail(lineno, "columns", f"score {score_s!r} is not a finite number")
             score = None
+        if len(report.failures) > before:  # a columns failure: the line is malformed, not a result
+            report.malformed.append(lineno)
+        else:
+            report.n_lines += 1
         if tag not in tags:  # each distinct tag is reported once, on its first line
             if not TAG_PATTERN.match(tag):
                 fail(lineno, "tag", f"run tag {tag!r} must be 1-25 letters, digits, '_' or '-'")
@@ -216,7 +229,7 @@ def check_run(run: Union[str, os.PathLike, pd.DataFrame], topics: Union[pd.DataF
         for qid, rows in entries.items():
             if qid not in wanted_set:
                 fail(rows[0][2], "topics", f"qid {qid!r} is not one of the {len(wanted_set)} topics")
-    if report.n_lines == 0:
+    if report.n_lines == 0 and not report.malformed:  # malformed lines say why there are no results themselves
         fail(None, "empty", "the run has no results")
     report.failures.sort(key=lambda f: (f.line is None, f.line or 0, RULES.index(f.rule)))
     return report
@@ -254,7 +267,7 @@ def fix_ranks(run: Union[str, os.PathLike], output: Union[str, os.PathLike, None
     broken = [f for f in report.failures if f.rule not in ("ranks", "scores")]
     if broken:
         raise RunFileError(RunReport(report.source, report.n_lines, report.n_queries, report.tag, broken,
-                                     report.topics_checked, report.corpus_checked))
+                                     report.topics_checked, report.corpus_checked, report.malformed))
     res = read_trec_run(run)
     return write_trec_run(res, output or run, run_name=report.tag, depth=None)
 
