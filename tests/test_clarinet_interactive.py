@@ -79,8 +79,9 @@ def test_a_human_user_plays_a_game(index):
 
 
 def cli(index_path, *extra):
+    # BM25 keeps these about the terminal (ask's default retriever: tests/test_ask_retriever.py)
     return [sys.executable, "-m", "pyterrier_tot.submission.cli", "ask", "--index", str(index_path), "--turns", "3",
-            *extra]
+            "--retriever", "bm25", *extra]
 
 
 def test_pyterrier_tot_ask_reads_a_pipe(index, tmp_path):
@@ -262,3 +263,30 @@ def test_pyterrier_tot_ask_stopped_by_ctrl_c(index, tmp_path):
     assert b"Interrupted" in seen + rest
     saved = json.loads(out.read_text())
     assert saved["ended"] == "interrupted" and saved["transcript"][0]["turn"] == 0
+
+
+def test_the_prompt_of_the_last_turn_says_enter_ends_the_search(index):
+    """With --turns 0 (and on the last turn) the prompt said "Enter asks another question", and Enter ended it."""
+    prompts = []
+    session = ptt.interactive_search(index.bm25(num_results=6), index, request=REQUEST, turns=0,
+                                     input=scripted([""], prompts), output=lambda s: None)
+    assert session.ended == "turns" and session.turns == 0
+    assert "another question" not in prompts[0] and "Enter or q ends it (no questions left)" in prompts[0]
+    prompts = []
+    ptt.interactive_search(index.bm25(num_results=6), index, request=REQUEST, turns=1,
+                           input=scripted(["", LIGHTHOUSE, ""], prompts), output=lambda s: None)
+    shown = [p for p in prompts if p.startswith("Is your book here?")]
+    assert "Enter asks another question" in shown[0] and "no questions left" in shown[1]
+
+
+def test_the_whole_query_is_shown_wrapped(index):
+    """"Searching for: ..." was cut at about 100 characters, hiding most of what the person said."""
+    long = " ".join(["a lighthouse keeper's ghost climbs the stairs every night"] * 5) + " THE-END"
+    said = []
+    session = ptt.interactive_search(index.bm25(num_results=6), index, request=REQUEST,
+                                     input=scripted(["", long, "q"]), output=said.append)
+    shown = next(s for s in said if s.startswith("\nSearching for: "))
+    lines = shown.strip("\n").splitlines()
+    assert len(lines) > 2 and all(len(line) <= 100 for line in lines) and "..." not in shown
+    query = session.transcript.loc[1, "query"]
+    assert len(query) > 300 and " ".join(shown.split()[2:]) == " ".join(query.split())  # all of it, in order

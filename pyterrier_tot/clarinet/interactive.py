@@ -14,8 +14,11 @@ remember" changes nothing). :class:`HumanUser` is the person as a game's user, f
 both ``input`` and ``output`` can be replaced (scripted tests, other front ends).
 
 From a terminal: ``pyterrier-tot ask --index DIR`` (or ``--dataset reddit-tomt-books``); see
-``pyterrier-tot ask --help``. Its exit status: 0 when the search ran (found or not, ``q``, Ctrl-D), 130 after
-Ctrl-C, 2 when no description was given; ``--transcript`` is written in every case.
+``pyterrier-tot ask --help``. It searches with the best retriever already cached (:func:`ask_retriever`: the
+recipe, else its fine-tuned base, else zero-shot dense; never training one) and says which in one line;
+``--retriever`` picks one. Its exit status: 0 when the search ran (found or not, ``q``, Ctrl-D), 130 after
+Ctrl-C, 2 when no description was given (or the retriever asked for is not cached); ``--transcript`` is written
+in every case.
 """
 from __future__ import annotations
 
@@ -23,8 +26,11 @@ import argparse
 import builtins
 import json
 import numbers
+import re
+import textwrap
+import warnings
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import pandas as pd
 import pyterrier as pt
@@ -35,11 +41,13 @@ from pyterrier_tot.clarinet.posterior import ExplicitPosterior, LanguagePosterio
 from pyterrier_tot.clarinet.questions import GENERIC_QUESTIONS, Clarifier
 from pyterrier_tot.clarinet.selection import FirstSelection
 from pyterrier_tot.clarinet.simulator import NO_MEMORY
-from pyterrier_tot.errors import BadInputError
+from pyterrier_tot.errors import BadInputError, ModelUnavailableError, ToTError
 
 STOP_WORDS = {"q", "quit", "exit", "stop"}
 #: characters of a shown book's description (one line under its title)
 DESCRIBE = 110
+#: width of the query shown each turn ("Searching for: ..."), wrapped, never cut
+WRAP = 100
 _ENDED = {"eof": "End of input", "interrupted": "Interrupted"}
 
 
@@ -165,14 +173,15 @@ def interactive_search(retriever: pt.Transformer, index, request: Optional[str] 
             session.rows.append(row)
             asked = None
             if t and isinstance(posterior, LanguagePosterior):
-                say(f"\nSearching for: {_short(state.loc[0, 'query'], 100)}")
+                say("\n" + textwrap.fill(" ".join(str(state.loc[0, "query"]).split()), WRAP,
+                                         initial_indent="Searching for: ", subsequent_indent="  "))
             say(f"\nTurn {t}: the likeliest books now" if len(books) else f"\nTurn {t}: nothing found yet")
             for i, (_, book) in enumerate(books.iterrows(), 1):
                 say(f"  {i}. {_line(book)}")
                 if describe > 0 and _known(book.get("text")):
                     say(f"     {_short(book['text'], describe)}")
-            reply = (read("Is your book here? Its number ends the search; Enter asks another question; q stops."
-                          "\n> ") or "").strip().lower()
+            nxt = "Enter or q ends it (no questions left)" if t == turns else "Enter asks another question; q stops"
+            reply = (read(f"Is your book here? Its number ends the search; {nxt}.\n> ") or "").strip().lower()
             if reply.isdigit() and 1 <= int(reply) <= len(books):
                 row["found"] = session.found = str(books.iloc[int(reply) - 1]["docno"])
                 session.title = str(books.iloc[int(reply) - 1]["title"])
@@ -200,6 +209,121 @@ def interactive_search(retriever: pt.Transformer, index, request: Optional[str] 
     return session
 
 
+# -- which retriever ask searches with --------------------------------------------------------------------------------
+#: What ``ask --retriever`` takes; left out, the first one cached (``dense`` needs nothing).
+RETRIEVERS = ("recipe", "base", "dense", "bm25")
+_LOOKUP_ERRORS = (ToTError, KeyError, ValueError, NotImplementedError, FileNotFoundError)
+
+
+def _dataset_of(index):
+    """The dataset an index was built from, by the name it recorded (a sample's name too), or None."""
+    from pyterrier_tot.datasets import get_dataset
+
+    name = str(getattr(index, "name", ""))
+    sampled = re.fullmatch(r"(.+)-sample(\d+)", name)
+    try:
+        return get_dataset(sampled[1], sample=int(sampled[2])) if sampled else get_dataset(name)
+    except _LOOKUP_ERRORS:
+        return None
+
+
+def _cached_base(dataset, index, model: str) -> Optional[str]:
+    from pyterrier_tot.recipe import bases
+
+    try:  # train=False: the folder when cached, else None; a lookup never trains
+        return bases.fine_tuned_base(dataset, train=False, verbose=False, model=model, index=index)
+    except _LOOKUP_ERRORS:
+        return None
+
+
+def _recipe_weights(dataset, index, base: str):
+    """``(fine_tuned, helpers, extra_experts, path)`` of the default recipe of ``base`` over ``dataset``, as
+    ``tuned_pipeline(dataset, index, base=base, train=False)`` asks for them, with ``path`` the folder its fitted
+    weights are cached in; None when one of its fine-tuned models is not cached. Nothing is trained or fitted."""
+    from pyterrier_tot.recipe import bases
+    from pyterrier_tot.recipe import tuned as recipe
+
+    found = {}
+    for model in (base, *bases.default_helpers(base)):
+        path = _cached_base(dataset, index, model)
+        if path is None:
+            return None
+        found[bases.base_expert_name(model)] = path
+    fine = {bases.base_expert_name(base): found.pop(bases.base_expert_name(base))}
+    extra = recipe.recipe_priors(index, base, fine) or None
+    tuning = recipe.tuning_data(dataset)[0]
+    # the key fitted_weights files the weights under (tuned_pipeline's defaults), computed without fitting them
+    path = recipe._weights_path(dataset.name, index, fine, recipe.TUNING_QUERIES, recipe.TUNING_SEED, recipe.BASE_K,
+                                recipe.EXPERT_K, extra, recipe.FIT_BAGS, found or None,
+                                recipe.text_fingerprint(tuning), "minmax")
+    return fine, found, extra, path
+
+
+def _cached_recipe(dataset, index, base: str) -> Optional[pt.Transformer]:
+    """The recipe of ``base`` when its models and fitted weights are all cached, else None (never trains or fits)."""
+    from pyterrier_tot._fingerprint import reuse_fit
+    from pyterrier_tot.recipe import tuned as recipe
+
+    try:
+        made = _recipe_weights(dataset, index, base)
+        if made is None:
+            return None
+        fine, helpers, extra, path = made
+        with warnings.catch_warnings():  # reuse_fit's "fitting it again" is not what happens here
+            warnings.simplefilter("ignore")
+            if not (path.exists() and reuse_fit(path, {**fine, **helpers})):
+                return None
+        return recipe.build_pipeline(index, fine, weights=path, extra_experts=extra, depth=None,
+                                     helpers=helpers or None)
+    except _LOOKUP_ERRORS:
+        return None
+
+
+def ask_retriever(index, dataset=None, kind: Optional[str] = None, model: Optional[str] = None,
+                  k: int = 100) -> Tuple[pt.Transformer, str]:
+    """The retriever ``pyterrier-tot ask`` searches ``index`` with, and one line saying which and why. ``kind``
+    (one of :data:`RETRIEVERS`); left out, the best one cached: the recipe of ``dataset`` (default: the one the
+    index was built from), its fine-tuned models and fitted weights (``ptt.tuned_pipeline``), else its fine-tuned
+    base (``ptt.fine_tuned_base``), else zero-shot dense (``model``, default MiniLM). Nothing is trained or fitted
+    here: a ``recipe`` or ``base`` asked for that is not cached raises
+    :class:`~pyterrier_tot.errors.ModelUnavailableError` saying how to make it."""
+    from pyterrier_tot.recipe import DEFAULT_BASE
+    from pyterrier_tot.recipe.bases import base_expert_name, encoding_precision
+
+    tried = tuple(dict.fromkeys((DEFAULT_BASE, "minilm")))  # the default first, then make demo's fast one
+    if kind not in (None, *RETRIEVERS):
+        raise BadInputError(f"ask: retriever must be one of {list(RETRIEVERS)}, not {kind!r}")
+    if model and kind in ("recipe", "base"):
+        raise BadInputError(f"ask: --model goes with --retriever dense, not {kind}")
+    kind = kind or ("dense" if model else None)
+    if kind == "bm25":
+        return index.bm25(num_results=k), "Searching with BM25 (--retriever bm25)."
+    if kind == "dense":
+        return index.dense(model, num_results=k), f"Searching with dense retrieval ({model or 'MiniLM'}, as asked)."
+    dataset = dataset if dataset is not None else _dataset_of(index)
+    name = getattr(dataset, "name", None)
+    train = f"ptt.tuned_pipeline(ds) of {name} trains them once"
+    if dataset is not None and kind in (None, "recipe"):
+        for base in tried:
+            found = _cached_recipe(dataset, index, base)
+            if found is not None:
+                return found, f"Searching with the recipe of {name} (fine-tuned {base} base, fitted weights)."
+    why = f"the recipe's models for {name} are not cached ({train})" if dataset is not None else \
+        f"the index names no dataset ({getattr(index, 'name', '?')!r}) whose fine-tuned models could be looked up"
+    if kind == "recipe":
+        raise ModelUnavailableError(f"ask: {why}; ask never trains (--retriever base, dense or bm25 need no recipe)")
+    if dataset is not None:
+        for base in tried:
+            path = _cached_base(dataset, index, base)
+            if path is not None:
+                found = index.dense(path, num_results=k, precision=encoding_precision(base_expert_name(base)))
+                return found, f"Searching with the fine-tuned {base} base of {name}" + ("." if kind else f": {why}.")
+        why = f"no fine-tuned model of {name} is cached ({train})"
+    if kind == "base":
+        raise ModelUnavailableError(f"ask: {why}; ask never trains (--retriever dense or bm25 need no training)")
+    return index.dense(None, num_results=k), f"Searching with dense retrieval (MiniLM, not fine-tuned): {why}."
+
+
 # -- the terminal: pyterrier-tot ask ----------------------------------------------------------------------------------
 def _count(least: int):
     """An argparse type: a whole number of at least ``least`` (argparse names the option in its error)."""
@@ -220,8 +344,9 @@ def add_ask_parser(sub) -> None:
     where = s.add_mutually_exclusive_group(required=True)
     where.add_argument("--index", help="a BookIndex folder")
     where.add_argument("--dataset", help="a dataset name, e.g. reddit-tomt-books (its index is built if needed)")
-    s.add_argument("--retriever", choices=["bm25", "dense"], default=None,
-                   help="bm25, or dense with --model (default: dense when --model is given, else bm25)")
+    s.add_argument("--retriever", choices=RETRIEVERS, default=None,
+                   help="recipe (the trained recipe), base (its fine-tuned base), dense (--model, default MiniLM) or "
+                        "bm25; default: the first of these that is cached (dense with --model); never trains")
     s.add_argument("--model", help="dense retriever model (name or folder)")
     s.add_argument("--request", help="your description of the book (asked for when left out)")
     s.add_argument("--turns", type=_count(0), default=5, help="at most this many questions (default 5; 0: only "
@@ -246,13 +371,14 @@ def cmd_ask(args) -> int:
     from pyterrier_tot.index import BookIndex
 
     if args.index:
-        index = BookIndex(args.index)
+        index, dataset = BookIndex(args.index), None
     else:
-        import pyterrier_tot as ptt
+        from pyterrier_tot.datasets import get_dataset
 
-        index = ptt.BookIndex(ptt.get_dataset(args.dataset))
-    kind = args.retriever or ("dense" if args.model else "bm25")
-    retriever = index.dense(args.model, num_results=100) if kind == "dense" else index.bm25(num_results=100)
+        dataset = get_dataset(args.dataset)
+        index = BookIndex(dataset)
+    retriever, which = ask_retriever(index, dataset, args.retriever, args.model)
+    print(which, flush=True)
     posterior = (ExplicitPosterior(index.dense_scorer(args.model)) if args.posterior == "explicit"
                  else LanguagePosterior(answer_first=True))
     with contextlib.ExitStack() as stack:
