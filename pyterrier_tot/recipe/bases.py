@@ -57,7 +57,7 @@ BASE_SETTINGS: Dict[str, dict] = {
     # 3e-5 / 5e-5 x epochs 1-3 and over lr 2e-5, 1 epoch (the setting before; tuning R@5 .677 against .640)
     "mpnet": {"lr": 3e-5, "epoch": 2, "schedule": 3, "amp": "auto", "precision": "fp32"},
 }
-#: MiniLM's settings before issue 31 (one epoch at lr 2e-5): a model trained with them keeps its old folder name.
+#: MiniLM's earlier settings (one epoch at lr 2e-5): a model trained with them keeps its old folder name.
 LEGACY_MINILM = {"lr": 2e-5, "epoch": 1, "schedule": 1, "amp": False, "precision": "fp32"}
 #: ``amp="auto"``: bfloat16 autocast only where the hardware runs bf16 natively (:func:`~pyterrier_tot.models.
 #: native_bf16`); on a CPU without AMX / AVX512-BF16 it is emulated, and encoding there was about 4x slower than
