@@ -1,303 +1,63 @@
 """How a :class:`~pyterrier_tot.index.BookIndex` holds its corpus: in memory (a frame) or streamed to disk.
 
-A small corpus (Reddit-TOMT: 2,679 books) is a pandas frame, written once as ``corpus.jsonl``. A large one
-(TREC ToT 2025: 6.4M Wikipedia pages) never is: its documents are streamed from the dataset's iterator
-straight into ``corpus.jsonl`` (with a progress bar), and the folder gains three ``.npy`` files so that a page
-can be read back by docno without loading the others::
-
-    corpus.offsets.npy   byte offset of each line of corpus.jsonl (one more at the end: the file's size)
-    corpus.docnos.npy    the docnos, sorted (bytes), searched by bisection
-    corpus.order.npy     the corpus position of each sorted docno
-
-All three are memory-mapped, so opening a streamed index costs nothing however large it is.
-:class:`CorpusStore` answers ``books_of(docnos)`` and ``docnos`` from them and re-reads ``corpus.jsonl`` for
-the PISA and dense indexes; a streamed index has no ``corpus`` frame (:class:`StreamedCorpusError` says so).
+A small corpus (Reddit-TOMT: 2,679 books) is a pandas frame (:mod:`pyterrier_tot.corpus_frame`), written once as
+``corpus.jsonl``. A large one (TREC ToT 2025: 6.4M Wikipedia pages) never is: it is streamed into the folder and
+read back by docno (:mod:`pyterrier_tot.corpus_stream`). :class:`BookCorpus` is the document side of the index,
+the same calls either way: ``books_of(docnos)``, ``docnos``, ``docs_iter()``, ``text_loader()``, and the fields
+its BM25 reads by default (``bm25_fields``); a streamed index has no ``corpus`` frame
+(:class:`StreamedCorpusError` says so).
 """
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
-import os
-import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Iterable, Iterator, Optional, Tuple, Union
 
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot._util import require_columns
 from pyterrier_tot.bars import bar as progress_bar
+from pyterrier_tot.corpus_frame import (  # noqa: F401  (the names other modules import from here: re-exported)
+    BASE_FIELDS,
+    COLUMNS,
+    CORPUS_FILE,
+    FieldsArg,
+    book_frame,
+    default_fields,
+    fields_tuple,
+    filled_fields,
+    folder_of,
+    joined_text,
+    loadable_fields,
+    read_stored,
+    typed_frame,
+)
 from pyterrier_tot.corpus_identity import EXTRA_FIELDS, frame_fingerprint  # noqa: F401  (re-exported)
-from pyterrier_tot.corpus_identity import cell as _cell
-from pyterrier_tot.datasets.books import BOOK_FIELDS, Book, books_to_frame, parse_year
+from pyterrier_tot.corpus_stream import (  # noqa: F401  (re-exported)
+    DOCNOS_FILE,
+    OFFSETS_FILE,
+    ORDER_FILE,
+    CorpusStore,
+    LazyTextLoader,
+    as_row,
+    progress_to_stderr,
+    stream_source,
+    streams,
+    write_stream,
+)
+from pyterrier_tot.datasets.books import BOOK_FIELDS, TEXT_FIELDS
 from pyterrier_tot.errors import StreamedCorpusError, ToTError, UnknownDocnoError  # noqa: F401  (re-exported)
-from pyterrier_tot.policy import unknown_docnos
 from pyterrier_tot.retrievers import TextLoader
 
 __all__ = ["BookCorpus", "CorpusStore", "LazyTextLoader", "streams", "stream_source",
            "write_stream"]
 
-CORPUS_FILE = "corpus.jsonl"
-OFFSETS_FILE = "corpus.offsets.npy"
-DOCNOS_FILE = "corpus.docnos.npy"
-ORDER_FILE = "corpus.order.npy"
-COLUMNS = ["docno", *BOOK_FIELDS]
-TEXT_FIELDS = ("title", "author", "text", "genres", "cover", "url")
 
-
-# ---------------------------------------------------------------------- the in-memory corpus
-FieldsArg = Union[str, Sequence[str]]
-
-
-def fields_tuple(fields: FieldsArg) -> Tuple[str, ...]:
-    fields = (fields,) if isinstance(fields, str) else tuple(fields)
-    if not fields:
-        raise ValueError("name at least one book field")
-    bad = [f for f in fields if f not in BOOK_FIELDS or f in ("year", "cover", "url")]
-    if bad:
-        raise ValueError(f"cannot index field(s) {bad}; text fields are title, author, text, genres")
-    return fields
-
-
-def typed_frame(rows, columns=None) -> pd.DataFrame:
-    """Corpus rows read back from JSON as a typed book frame (string fields, ``year`` as Int64)."""
-    corpus = pd.DataFrame(rows, columns=columns)
-    corpus["docno"] = corpus["docno"].astype(str)
-    for f in TEXT_FIELDS:
-        if f in corpus.columns:
-            corpus[f] = corpus[f].fillna("").astype(str)
-    if "year" in corpus.columns:
-        corpus["year"] = pd.array([parse_year(y) for y in corpus["year"]], dtype="Int64")
-    return corpus
-
-
-def book_frame(books) -> Tuple[pd.DataFrame, str]:
-    """(the corpus frame of ``books``, a default name): a book frame, a dataset or an iterable of books."""
-    if isinstance(books, pd.DataFrame):
-        require_columns(books, ["docno"], "BookIndex")
-        frame = books.copy()
-        for f in BOOK_FIELDS:
-            if f not in frame.columns:
-                frame[f] = pd.NA if f == "year" else ""
-        frame = frame[COLUMNS]
-        frame["docno"] = frame["docno"].astype(str)
-        for f in TEXT_FIELDS:
-            frame[f] = frame[f].fillna("").astype(str)
-        return frame, "frame"
-    if hasattr(books, "get_corpus_df"):
-        return books.get_corpus_df(), getattr(books, "name", type(books).__name__)
-    return books_to_frame(b if isinstance(b, Book) else Book.from_dict(b) for b in books), "books"
-
-
-def read_stored(folder: Path, columns=None) -> pd.DataFrame:
-    """The corpus frame an index folder holds (its ``corpus.jsonl``, typed)."""
-    with open(Path(folder) / CORPUS_FILE, encoding="utf8") as f:
-        return typed_frame([json.loads(line) for line in f if line.strip()], columns)
-
-
-def folder_of(corpus: pd.DataFrame, folder_for: Callable[[str], Path]) -> Tuple[Path, str]:
-    """(the index folder of ``corpus``, its fingerprint): ``folder_for(fingerprint)``, except that a folder built
-    before the other book fields counted (recording the titles-and-texts fingerprint) that holds this very corpus,
-    other fields included, is kept with the fingerprint it recorded, so its sub-indexes and fitted weights stay
-    valid instead of being rebuilt."""
-    fingerprint, legacy = frame_fingerprint(corpus), frame_fingerprint(corpus, legacy=True)
-    old = folder_for(legacy)
-    if legacy != fingerprint and (old / CORPUS_FILE).is_file() and (old / "pt_meta.json").is_file():
-        try:
-            meta = json.loads((old / "pt_meta.json").read_text(encoding="utf8"))
-            if meta.get("fingerprint") == legacy:
-                if frame_fingerprint(read_stored(old, meta.get("columns"))) == fingerprint:
-                    return old, legacy
-        except (OSError, ValueError, AttributeError):  # unreadable: built again as usual
-            pass
-    return folder_for(fingerprint), fingerprint
-
-
-# ---------------------------------------------------------------------- choosing and reading a stream
-def streams(books, stream: Optional[bool] = None) -> bool:
-    """Whether ``BookIndex(books)`` streams: ``stream`` when given, else when the dataset asks for it
-    (``streaming = True``, as :class:`~pyterrier_tot.datasets.TrecTot` does) or only offers a corpus iterator
-    (any PyTerrier dataset without ``get_corpus_df``)."""
-    if stream is not None:
-        return bool(stream)
-    if isinstance(books, pd.DataFrame):
-        return False
-    if getattr(books, "streaming", False):
+def _joins(fields, column: Optional[str]) -> bool:
+    """Whether ``text_loader(fields, column=column)`` without ``join=`` joins the fields into one column."""
+    if column is not None or fields is None or isinstance(fields, tuple):
         return True
-    return hasattr(books, "get_corpus_iter") and not hasattr(books, "get_corpus_df")
-
-
-def stream_source(books) -> Tuple[Callable[[], Iterable], Optional[int], str, str]:
-    """(a function opening the documents, their number when known, a display name, the corpus key).
-    The key names the corpus the folder holds; the splits of one collection share it."""
-    if isinstance(books, pd.DataFrame):
-        key = f"frame-{frame_fingerprint(book_frame(books)[0])}"
-        return (lambda: books.to_dict("records")), len(books), "frame", key
-    name = str(getattr(books, "name", None) or getattr(books, "_irds_id", None) or type(books).__name__)
-    key = str(getattr(books, "corpus_id", name))
-    if hasattr(books, "get_corpus_iter"):
-        total = books.docs_count() if hasattr(books, "docs_count") else None
-        return books.get_corpus_iter, total, name, key
-    total = len(books) if hasattr(books, "__len__") else None
-    return (lambda: books), total, "books", ""  # no key: the caller must name the folder
-
-
-def as_row(doc: Any) -> Dict[str, Any]:
-    """A corpus record (``docno`` + book fields) from a Book, a book dict or an ir_datasets-style record."""
-    if isinstance(doc, Book):
-        return {"docno": doc.docno, **{f: getattr(doc, f) for f in BOOK_FIELDS}}
-    d = doc._asdict() if hasattr(doc, "_asdict") else dict(doc)
-    d.setdefault("docno", d.get("doc_id", d.get("id")))
-    if not d.get("title"):
-        d["title"] = d.get("page_title") or ""
-    book = Book.from_dict(d)
-    return {"docno": book.docno, **{f: getattr(book, f) for f in BOOK_FIELDS}}
-
-
-def write_stream(docs: Iterable, folder: Path, total: Optional[int] = None, desc: str = "corpus") -> Dict[str, Any]:
-    """Stream ``docs`` into ``folder/corpus.jsonl`` plus the docno lookup; returns the metadata to record
-    (``n_docs``, ``fingerprint``, ``corpus_bytes``). Duplicate docnos raise ``ValueError`` naming some."""
-    folder = Path(folder)
-    tmp = folder / f".{CORPUS_FILE}.tmp"
-    digest = hashlib.sha1()
-    docnos: List[bytes] = []
-    offsets = [0]
-    with open(tmp, "wb") as f:
-        for doc in progress_bar(docs, total=total, desc=desc, unit="doc"):
-            row = as_row(doc)
-            docno = row["docno"].encode("utf8")
-            digest.update(docno + b"\0" + row["title"].encode("utf8") + b"\0" + row["text"].encode("utf8") + b"\n")
-            extra = [_cell(row.get(f), f) for f in EXTRA_FIELDS]
-            if any(extra):  # the other book fields count where a book has any (as frame_fingerprint's)
-                digest.update(b"\1" + "\0".join(extra).encode("utf8") + b"\n")
-            f.write(json.dumps(row, ensure_ascii=False).encode("utf8") + b"\n")
-            docnos.append(docno)
-            offsets.append(f.tell())
-    if not docnos:
-        tmp.unlink()
-        raise ValueError("BookIndex: the corpus is empty")
-    keys = np.array(docnos, dtype=f"S{max(len(d) for d in docnos)}")
-    del docnos
-    order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
-    dup = ordered[1:] == ordered[:-1]
-    if dup.any():
-        tmp.unlink()
-        raise ValueError(f"BookIndex: duplicate docnos in the corpus, e.g. "
-                         f"{[d.decode() for d in ordered[1:][dup][:5]]}")
-    np.save(folder / OFFSETS_FILE, np.array(offsets, dtype=np.int64))
-    np.save(folder / DOCNOS_FILE, ordered)
-    np.save(folder / ORDER_FILE, order.astype(np.int64))
-    os.replace(tmp, folder / CORPUS_FILE)
-    digest.update(str(len(order)).encode())
-    return {"n_docs": int(len(order)), "fingerprint": digest.hexdigest()[:16], "corpus_bytes": int(offsets[-1])}
-
-
-@contextlib.contextmanager
-def progress_to_stderr():
-    """A text stream on the real stderr, so that a progress bar shows while ``quiet_native_output`` silences
-    fd 2 (PISA's own logs); None where stderr has no file descriptor."""
-    try:
-        sys.stderr.flush()
-        fd = os.dup(sys.stderr.fileno())
-    except (AttributeError, OSError, ValueError):
-        yield None
-        return
-    with os.fdopen(fd, "w") as f:
-        yield f
-
-
-# ---------------------------------------------------------------------- reading a streamed corpus back
-class CorpusStore:
-    """A streamed corpus on disk: ``corpus.jsonl`` read by docno through memory-mapped lookup arrays."""
-
-    def __init__(self, folder, n_docs: int, corpus_bytes: Optional[int] = None):
-        self.folder = Path(folder)
-        self.n_docs = int(n_docs)
-        size = (self.folder / CORPUS_FILE).stat().st_size
-        if corpus_bytes is not None and size != corpus_bytes:
-            raise ValueError(f"{self.folder}/{CORPUS_FILE} has {size} bytes, not the {corpus_bytes} recorded in "
-                             "pt_meta.json; the folder was changed or damaged")
-        self._offsets = np.load(self.folder / OFFSETS_FILE, mmap_mode="r")
-        self._sorted = np.load(self.folder / DOCNOS_FILE, mmap_mode="r")
-        self._order = np.load(self.folder / ORDER_FILE, mmap_mode="r")
-        if len(self._offsets) != self.n_docs + 1 or len(self._sorted) != self.n_docs:
-            raise ValueError(f"{self.folder}: the docno lookup does not match the {self.n_docs} documents recorded")
-        self._docnos: Optional[pd.Index] = None
-
-    def __len__(self):
-        return self.n_docs
-
-    @property
-    def docnos(self) -> pd.Index:
-        """Every docno in corpus order (built on first use: about 70 bytes per document in memory)."""
-        if self._docnos is None:
-            by_position = np.empty(self.n_docs, dtype=self._sorted.dtype)
-            by_position[self._order] = self._sorted
-            self._docnos = pd.Index(np.char.decode(by_position, "utf8").astype(object))
-        return self._docnos
-
-    def positions(self, docnos: Iterable[str]) -> np.ndarray:
-        """The corpus position of each docno, -1 where the corpus has none."""
-        keys = [str(d).encode("utf8") for d in docnos]
-        out = np.full(len(keys), -1, dtype=np.int64)
-        if not keys:
-            return out
-        width = self._sorted.dtype.itemsize
-        fits = np.array([len(k) <= width for k in keys])  # a longer key would be cut to a false match
-        query = np.array([k if ok else b"" for k, ok in zip(keys, fits)], dtype=self._sorted.dtype)
-        at = np.minimum(np.searchsorted(self._sorted, query), self.n_docs - 1)
-        hit = fits & (self._sorted[at] == query)
-        out[hit] = self._order[at[hit]]
-        return out
-
-    def rows(self, positions: Iterable[int]) -> List[Dict[str, Any]]:
-        with open(self.folder / CORPUS_FILE, "rb") as f:
-            out = []
-            for p in positions:
-                f.seek(int(self._offsets[p]))
-                out.append(json.loads(f.read(int(self._offsets[p + 1] - self._offsets[p]))))
-            return out
-
-    def books_of(self, docnos: Iterable[str], missing: str = "raise") -> pd.DataFrame:
-        docnos = [str(d) for d in docnos]
-        pos = self.positions(docnos)
-        if (pos < 0).any() and missing == "raise":
-            raise UnknownDocnoError(f"docno(s) not in the corpus: {[d for d, p in zip(docnos, pos) if p < 0][:5]}")
-        return typed_frame(self.rows(pos[pos >= 0]), COLUMNS)
-
-    def iter_rows(self) -> Iterator[Dict[str, Any]]:
-        """Every record, in corpus order, one line at a time."""
-        with open(self.folder / CORPUS_FILE, encoding="utf8") as f:
-            for line in f:
-                if line.strip():
-                    yield json.loads(line)
-
-
-def joined_text(rows: Iterable[Dict[str, Any]], fields: Tuple[str, ...], max_chars: Optional[int]) -> List[str]:
-    """``fields`` of each record joined by newlines and stripped, cut at ``max_chars`` (as ``field_text``)."""
-    out = []
-    for r in rows:
-        text = "\n".join("" if r.get(f) is None else str(r.get(f)) for f in fields).strip()
-        out.append(text[:max_chars] if max_chars else text)
-    return out
-
-
-class LazyTextLoader(TextLoader):
-    """Adds the text of each result's book (``fields`` joined, cut at ``max_chars``) as ``column``, reading only
-    the books in the results: the text loader of a streamed index."""
-
-    def _texts(self, docnos: pd.Series) -> pd.Series:
-        wanted = pd.unique(docnos)
-        store = self.index._store
-        pos = store.positions(wanted)
-        unknown_docnos(pd.DataFrame({"docno": wanted[pos < 0]}), pd.Index([]), repr(self))
-        return pd.Series(joined_text(store.rows(pos), self.fields, self.max_chars), index=wanted).loc[docnos]
-
-    def __repr__(self):
-        return f"TextLoader({'+'.join(self.fields)}, max_chars={self.max_chars}, streamed)"
+    return isinstance(fields, str) and fields != "*"
 
 
 class BookCorpus:
@@ -307,9 +67,11 @@ class BookCorpus:
     _corpus: Optional[pd.DataFrame] = None
     _store: Optional[CorpusStore] = None
     _source = None
+    _filled: Optional[Tuple[str, ...]] = None  # the book fields some book fills (None: not known yet)
 
     def _set_corpus(self, corpus: pd.DataFrame, name: str, fingerprint: str) -> None:
         self._corpus = corpus
+        self._filled = None
         self.name = name
         self.fingerprint = fingerprint
         self._docno_pos = pd.Series(np.arange(len(corpus)), index=corpus["docno"].values)
@@ -317,6 +79,8 @@ class BookCorpus:
     def _attach_store(self, meta: dict, name: Optional[str] = None) -> None:
         self._store = CorpusStore(self.path, meta["n_docs"], meta.get("corpus_bytes"))
         self._corpus, self._docno_pos = None, None
+        # a folder streamed before the fields were recorded keeps the defaults it was built with
+        self._filled = tuple(meta.get("filled", BASE_FIELDS))
         if name or not self._source:  # a build keeps the name it was given; an opened folder has its own
             self.name = name or meta.get("name", Path(self.path).name)
         self.fingerprint = meta["fingerprint"]
@@ -337,6 +101,22 @@ class BookCorpus:
     @corpus.setter
     def corpus(self, value: pd.DataFrame) -> None:
         self._corpus = value
+        self._filled = None
+
+    @property
+    def bm25_fields(self) -> Tuple[str, ...]:
+        """The book fields that ``bm25()``, ``bm25_scorer()`` and ``pisa_index()`` read when given no ``fields=``:
+        title and text, and the author too where any book has one (so "the book by ..." finds it). A corpus without
+        authors (Reddit-TOMT, TREC ToT) keeps title + text, the index folders and the scores it always had; so does
+        a streamed folder written before the fields it fills were recorded. Dense retrieval reads title + text
+        unless told otherwise (the bi-encoders the library trains learn books as title + text)."""
+        if self._filled is None:
+            self._filled = filled_fields(self._corpus)
+        return default_fields(self._filled)
+
+    def _bm25_fields(self, fields: Optional[FieldsArg]) -> Tuple[str, ...]:
+        """``fields`` as a tuple to index; None: :attr:`bm25_fields`."""
+        return self.bm25_fields if fields is None else fields_tuple(fields)
 
     @property
     def docnos(self) -> pd.Index:
@@ -346,7 +126,7 @@ class BookCorpus:
     def __len__(self):
         return len(self._store) if self._store is not None else len(self._corpus)
 
-    def field_text(self, fields: FieldsArg = ("title", "text"), max_chars: Optional[int] = None) -> pd.Series:
+    def field_text(self, fields: FieldsArg = BASE_FIELDS, max_chars: Optional[int] = None) -> pd.Series:
         """The indexed text of every book (fields joined by newlines), by corpus order (not for a streamed index:
         its ``text_loader`` reads only the books in a result frame)."""
         fields = fields_tuple(fields)
@@ -358,7 +138,7 @@ class BookCorpus:
             text = text.str.slice(0, max_chars)
         return text
 
-    def docs_iter(self, fields: FieldsArg = ("title", "text"), max_chars: Optional[int] = None) -> Iterator[dict]:
+    def docs_iter(self, fields: FieldsArg = BASE_FIELDS, max_chars: Optional[int] = None) -> Iterator[dict]:
         """``{"docno", "text"}`` per book in corpus order (a streamed corpus is read from disk as it goes)."""
         if self._store is not None:
             fields = fields_tuple(fields)
@@ -368,12 +148,39 @@ class BookCorpus:
         for docno, text in zip(self.corpus["docno"], self.field_text(fields, max_chars)):
             yield {"docno": docno, "text": text}
 
-    def text_loader(self, fields: FieldsArg = ("title", "text"), max_chars: Optional[int] = None,
-                    column: str = "text") -> pt.Transformer:
-        """A transformer adding the books' text (``fields`` joined, cut at ``max_chars``) to a result frame."""
-        if self._store is not None:
-            return LazyTextLoader(self, fields_tuple(fields), max_chars, column)
-        return TextLoader(self, fields_tuple(fields), max_chars, column)
+    def text_loader(self, fields: Union[FieldsArg, None] = None, max_chars: Optional[int] = None,
+                    column: Optional[str] = None, *, join: Optional[bool] = None,
+                    verbose: bool = False) -> pt.Transformer:
+        """A transformer adding the books' text to a result frame, in one of two forms.
+
+        - **One column per field** (PyTerrier's text-loader convention, what ``pt.text.get_text(index, ["title",
+          "author"])`` asks for): ``fields`` a list, e.g. ``index.text_loader(["title", "author", "year"])``, or
+          ``"*"`` for every book field. Text fields are strings (``""`` where a book has none, each cut at
+          ``max_chars``), ``year`` is ``Int64`` (``<NA>`` where unknown).
+        - **One joined text** (what the re-rankers read): ``fields`` joined by newlines, stripped and cut at
+          ``max_chars``, in ``column`` (default ``text``). This is the form of the default call (title + text),
+          of one field given as a string, of a tuple of fields (as ``bm25(fields=...)`` names the text an index
+          reads), and of any call naming ``column=``.
+
+        ``join=True`` / ``join=False`` picks the form explicitly. Only the books in the frame are read (a streamed
+        corpus too); a docno not in the corpus raises :class:`UnknownDocnoError` naming it. ``verbose`` is taken
+        for PyTerrier's ``HasTextLoader`` protocol; loading is a lookup, with no progress bar."""
+        join = _joins(fields, column) if join is None else bool(join)
+        if join:
+            fields = BASE_FIELDS if fields is None else fields
+            names = (fields,) if isinstance(fields, str) else tuple(fields)
+            bad = [f for f in names if f in BOOK_FIELDS and f not in TEXT_FIELDS]
+            if bad:
+                raise ValueError(f"text_loader: cannot join field(s) {bad} into one text (text fields are "
+                                 f"{', '.join(TEXT_FIELDS)}); a list of fields (or join=False) adds each as its own "
+                                 "column")
+            args = (fields_tuple(fields), max_chars, column or "text")
+        elif column is not None:
+            raise ValueError("text_loader: column= names the one joined column; with join=False each field is a "
+                             "column named after it")
+        else:
+            args = (loadable_fields(fields), max_chars, None, False)
+        return (LazyTextLoader if self._store is not None else TextLoader)(self, *args)
 
     def books_of(self, docnos: Iterable[str], missing: str = "raise") -> pd.DataFrame:
         """Rows of the corpus frame for ``docnos`` (unknown docnos raise :class:`UnknownDocnoError`, a KeyError;

@@ -2,43 +2,42 @@
 several, with indexes built once into a folder and re-opened afterwards.
 
     index = ptt.BookIndex(ptt.get_dataset("reddit-tomt-books"))  # under ~/.cache/pyterrier_tot/indexes/<name>
-    bm25, dense = index.bm25(), index.dense()     # title + text; BM25 k1=1.2, b=0.75; MiniLM (offline package)
+    bm25 = index.bm25()                           # title + text, and the author where books have one
+    dense = index.dense()                         # title + text, MiniLM (offline package)
     scorers = index.bm25_scorer() ** index.dense_scorer()    # re-score a ranking (``**``, ``+``)
+    readable = bm25 >> index.text_loader(["title", "author", "year"])  # one column per book field
     again = pt.Artifact.load(index.path)          # the same index, without the dataset
 
 The folder is a ``pt.Artifact`` (type ``book_index``): ``pt_meta.json``, ``corpus.jsonl`` and one sub-folder per
-backend + fields + model, each with a ``pt_meta.json`` recording its settings and corpus fingerprint. Folders are
-written atomically under an OS lock (a second process waits and reuses the work; a killed build's leftovers go).
-A large corpus is streamed (``stream=True``, the default for TREC ToT; :mod:`pyterrier_tot.corpus_store`):
-retrievers read only the pages asked for, and ``corpus`` / ``field_text`` raise ``StreamedCorpusError``.
+backend + fields + model (:mod:`pyterrier_tot.index_parts`; built by :mod:`pyterrier_tot.bm25_index` and
+:mod:`pyterrier_tot.dense_index`), each with a ``pt_meta.json`` recording its settings and corpus fingerprint.
+Folders are written atomically under an OS lock (a second process waits and reuses the work; a killed build's
+leftovers go). A large corpus is streamed (``stream=True``, the default for TREC ToT;
+:mod:`pyterrier_tot.corpus_stream`): retrievers read only the pages asked for, and ``corpus`` / ``field_text``
+raise ``StreamedCorpusError``.
 """
 from __future__ import annotations
 
-import hashlib
-import itertools
-import json
 import os
-import re
 import warnings
 from pathlib import Path
-from typing import Optional, Sequence, Tuple, Union
+from typing import Optional, Sequence, Union
 
-import numpy as np
 import pandas as pd
 import pyterrier as pt
 
 from pyterrier_tot import _artifact as art
+from pyterrier_tot import bm25_index, dense_index
 from pyterrier_tot import corpus_store as cs
-from pyterrier_tot._artifact import META_FILE, ToTArtifact, own_meta, read_meta, write_meta
-from pyterrier_tot._fingerprint import config_setting, fingerprint_setting, stands_for
-from pyterrier_tot._util import cache_dir, differing
-from pyterrier_tot.corpus_store import CORPUS_FILE, BookCorpus, FieldsArg
+from pyterrier_tot._artifact import META_FILE, ToTArtifact, own_meta, read_meta
+from pyterrier_tot._util import cache_dir
+from pyterrier_tot.corpus_store import CORPUS_FILE, BookCorpus, FieldsArg, fields_tuple
 from pyterrier_tot.corpus_store import book_frame as _book_frame
-from pyterrier_tot.corpus_store import fields_tuple as _fields_tuple
 from pyterrier_tot.corpus_store import frame_fingerprint as _fingerprint
-from pyterrier_tot.encoding import PooledDocEncoder, SortedDocEncoder, encoder_model, pool_devices
 from pyterrier_tot.encoding import encoder_for as _encoder
 from pyterrier_tot.errors import CorruptArtifactError
+from pyterrier_tot.index_parts import IndexParts
+from pyterrier_tot.index_parts import slug as _slug
 from pyterrier_tot.policy import check_int
 from pyterrier_tot.retrievers import (
     BM25Scorer,
@@ -51,33 +50,8 @@ from pyterrier_tot.retrievers import (
 
 __all__ = ["BookIndex", "SafeRetriever", "tokenise_query"]
 
-PART_TYPE = "book_index_part"
-_LEGACY_MANIFEST = "pyterrier_tot.json"  # sub-index manifest of version 0.1, still honoured
 
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[-60:]
-
-
-def _model_key(model, encoder=None) -> Optional[str]:
-    """A model argument as the index records it (an artifact or a Path: its folder; an encoder alone: its model)."""
-    return encoder_model(str(model.path) if isinstance(model, pt.Artifact) else model and str(model), encoder)
-
-
-def _c_float(x: float) -> str:
-    """``x`` as PISA's C++ (fmt, single precision) writes it into file names: shortest form, no trailing ``.0``."""
-    text = str(np.float32(x))
-    return text[:-2] if text.endswith(".0") else text
-
-
-def _with_defaults(found: Optional[dict]) -> Optional[dict]:
-    """A sub-index manifest with the settings older versions left implicit (dense indexes were all fp32)."""
-    if isinstance(found, dict) and found.get("backend") == "flex" and "precision" not in found:
-        return {**found, "precision": "fp32"}
-    return found
-
-
-class BookIndex(BookCorpus, ToTArtifact):
+class BookIndex(BookCorpus, IndexParts, ToTArtifact):
     """Indexes over one book corpus, kept in ``path`` (one sub-folder per backend + field set + model).
 
     ``BookIndex(books, path=None, name=None)`` builds (or re-opens) the index of ``books``: a
@@ -206,108 +180,32 @@ class BookIndex(BookCorpus, ToTArtifact):
         kind = "pages, streamed" if self._store is not None else "books"
         return f"BookIndex({self.name!r}, {len(self)} {kind}, path={str(self.path)!r})"
 
-    # ------------------------------------------------------------------ sub-indexes
-    def _part(self, sub: str, settings: dict, filename: str, warn: bool = True) -> Tuple[Path, bool]:
-        """(where the index of ``settings`` lives, already built?). A sub-folder built for another corpus or
-        other settings is reported (it is replaced when the new one is complete)."""
-        folder = Path(self.path) / sub
-        want = {**settings, "fingerprint": self.fingerprint, "n_docs": len(self)}
-        found = _with_defaults(own_meta(folder, PART_TYPE))
-        if stands_for(found, want, folder / META_FILE):
-            return folder / filename, True
-        legacy = folder / _LEGACY_MANIFEST
-        if legacy.is_file():
-            try:
-                found = json.loads(legacy.read_text())
-            except json.JSONDecodeError:
-                found = None
-            if _with_defaults(found) == want:  # 0.1 kept the PISA index in the sub-folder itself
-                return (folder if settings["backend"] == "pisa" else folder / filename), True
-        if folder.exists() and warn:  # name what differs: a changed setting should not read like a wrong corpus
-            why = differing(_with_defaults(found), want)
-            warnings.warn(f"index {folder} was built for another corpus or settings ({why}); rebuilding it",
-                          stacklevel=4)
-        return folder / filename, False
-
-    def _ensure_part(self, sub: str, settings: dict, filename: str, build) -> Path:
-        """The sub-index of ``settings``, built by ``build(target)`` into a temporary folder (renamed into place
-        when complete) unless this or another process already built it."""
-        where, built = self._part(sub, settings, filename, warn=False)
-        if built:
-            return where
-        folder = Path(self.path) / sub
-        with art.build_lock(folder, self.lock_timeout):
-            where, built = self._part(sub, settings, filename)
-            if built:  # another process built it while this one waited
-                return where
-            with art.building(folder, overwrite=folder.exists()) as tmp:
-                build(tmp / filename)
-                write_meta(tmp, PART_TYPE, settings["backend"], **settings, fingerprint=self.fingerprint,
-                           n_docs=len(self))
-        return folder / filename
-
     # ------------------------------------------------------------------ BM25 (PISA)
-    def pisa_index(self, fields: FieldsArg = ("title", "text"), stemmer: str = "porter2"):
-        """The PISA index over ``fields`` (built on first use, re-opened afterwards)."""
-        from pyterrier_pisa import PisaIndex
+    def pisa_index(self, fields: Optional[FieldsArg] = None, stemmer: str = "porter2"):
+        """The PISA index over ``fields`` (default :attr:`bm25_fields`; built on first use, re-opened
+        afterwards)."""
+        return bm25_index.pisa_index(self, self._bm25_fields(fields), stemmer)
 
-        fields = _fields_tuple(fields)
-        settings = {"backend": "pisa", "fields": list(fields), "stemmer": stemmer}
-
-        def build(target: Path) -> None:
-            docs = (d for d in self.docs_iter(fields) if d["text"].strip())
-            if self._store is None:
-                docs = iter(list(docs))
-            first = next(docs, None)
-            if first is None:
-                raise ValueError(f"BookIndex: every book has empty {fields}; nothing to index")
-            with cs.progress_to_stderr() as out:
-                docs = self._progress(itertools.chain([first], docs), f"PISA {'+'.join(fields)}", out)
-                with quiet_native_output():
-                    PisaIndex(str(target), text_field="text", stemmer=stemmer, threads=1).index(docs)
-
-        where = self._ensure_part(f"bm25-{'+'.join(fields)}-{stemmer}", settings, "index.pisa", build)
-        return PisaIndex(str(where), threads=1)
-
-    def _prepare_bm25(self, index, fields: Tuple[str, ...], stemmer: str, k1: float, b: float) -> None:
-        """Make PISA's score files for (k1, b) safely: PISA writes them in place on first use, so a crash would leave
-        a truncated file that it trusts later, and two processes would write one file together."""
-        from pyterrier_pisa import PisaIndex
-
-        where = Path(index.path).absolute()
-        stem = f"bm25.k1-{_c_float(k1)}.b-{_c_float(b)}.q0.bmw.64"
-        wanted = [where / stem, where / f"{stem}.{index.index_encoding.value}"]
-        if all(f.is_file() for f in wanted):
-            return
-        sub = f"bm25-{'+'.join(fields)}-{stemmer}"
-        with art.build_lock(Path(self.path) / sub, self.lock_timeout):
-            if all(f.is_file() for f in wanted):
-                return
-
-            def make(stage: Path) -> None:
-                with quiet_native_output():
-                    PisaIndex(str(stage), threads=1).bm25(k1=k1, b=b, num_results=1)
-
-            art.add_files(where, make, Path(self.path) / sub)
-
-    def bm25(self, fields: FieldsArg = ("title", "text"), num_results: int = 1000, k1: float = 1.2,
+    def bm25(self, fields: Optional[FieldsArg] = None, num_results: int = 1000, k1: float = 1.2,
              b: float = 0.75, query_algorithm: str = "maxscore", stemmer: str = "porter2") -> pt.Transformer:
-        """BM25 over ``fields`` (defaults follow the TREC ToT papers: k1=1.2, b=0.75; ``maxscore`` suits long
-        queries). Queries are tokenised safely first; the original text is kept in ``query``.
-        ``(index.bm25() % k).compile()`` retrieves ``k`` results directly."""
+        """BM25 over ``fields`` (default :attr:`bm25_fields`: title + text, and the author where the books have
+        one; k1=1.2, b=0.75 follow the TREC ToT papers; ``maxscore`` suits long queries). Queries are tokenised
+        safely first; the original text is kept in ``query``. ``(index.bm25() % k).compile()`` retrieves ``k``
+        results directly."""
         check_int(num_results, "num_results", "BookIndex.bm25")
+        fields = self._bm25_fields(fields)
         index = self.pisa_index(fields, stemmer)
-        self._prepare_bm25(index, _fields_tuple(fields), stemmer, k1, b)
+        bm25_index.prepare_bm25(self, index, fields, stemmer, k1, b)
         with quiet_native_output():  # PISA builds the scored index on first use and reports progress
             retr = index.bm25(k1=k1, b=b, num_results=num_results, query_algorithm=query_algorithm)
             retr(pd.DataFrame({"qid": ["_warmup"], "query": ["the"]}))
-        return SafeRetriever(retr, f"BM25({'+'.join(_fields_tuple(fields))}, k1={k1}, b={b})",
-                             num_results=num_results)
+        return SafeRetriever(retr, f"BM25({'+'.join(fields)}, k1={k1}, b={b})", num_results=num_results)
 
-    def bm25_scorer(self, fields: FieldsArg = ("title", "text"), depth: Optional[int] = None,
+    def bm25_scorer(self, fields: Optional[FieldsArg] = None, depth: Optional[int] = None,
                     unknown_docnos: str = "raise", **bm25_kwargs) -> pt.Transformer:
-        """BM25 re-scoring of a result frame (:class:`~pyterrier_tot.retrievers.BM25Scorer`), for ``>>``, ``**``, ``+``.
-        ``depth``: how deep each query is retrieved before the join (default the corpus: exact; streamed: 1,000)."""
+        """BM25 re-scoring of a result frame (:class:`~pyterrier_tot.retrievers.BM25Scorer`), for ``>>``, ``**``,
+        ``+``, over the fields :meth:`bm25` reads. ``depth``: how deep each query is retrieved before the join
+        (default the corpus: exact; streamed: 1,000)."""
         depth = depth or (1000 if self.streamed else len(self.docnos))
         retr = self.bm25(fields, num_results=depth, **bm25_kwargs)
         return BM25Scorer(retr, self.docnos, f"BM25Scorer({retr!r}, depth={depth})", unknown_docnos=unknown_docnos)
@@ -316,53 +214,34 @@ class BookIndex(BookCorpus, ToTArtifact):
     def flex_index(self, model=None, fields: FieldsArg = ("title", "text"),
                    max_chars: Optional[int] = None, encoder=None, workers: int = 1,
                    devices: Optional[Sequence[str]] = None, precision: Optional[str] = None):
-        """The pyterrier-dr FlexIndex of ``model`` embeddings of ``fields`` (first ``max_chars`` characters).
+        """The pyterrier-dr FlexIndex of ``model`` embeddings of ``fields`` (the first ``max_chars`` characters).
         ``model``: a sentence-transformers name or folder, or a :class:`~pyterrier_tot.models.BiEncoderModel`.
-        ``precision``: ``"fp32"`` (default) or ``"bf16"`` (see the Speed page of the docs); it is part of the index's
-        settings, so a bf16 index is never taken for an fp32 one (default: the precision of ``encoder`` when
-        given). ``workers`` / ``devices`` (e.g. ``["cuda:0", "cuda:1"]``) encode a new index with several
-        processes (:class:`~pyterrier_tot.encoding.PooledDocEncoder`); the index is the same, so either is
-        ignored when it is already built."""
-        import pyterrier_dr
-
+        ``precision``: ``"fp32"`` (default) or ``"bf16"`` (see the Speed page of the docs); it is part of the
+        index's settings, so a bf16 index is never taken for an fp32 one (default: the precision of ``encoder``
+        when given). ``workers`` / ``devices`` (e.g. ``["cuda:0",
+        "cuda:1"]``) encode a new index with several processes (:class:`~pyterrier_tot.encoding.PooledDocEncoder`);
+        the index is the same, so either is ignored when it is already built."""
         from pyterrier_tot.models import DEFAULT_MODEL
 
-        fields = _fields_tuple(fields)
-        model = _model_key(model, encoder) or DEFAULT_MODEL
+        model = dense_index.model_key(model, encoder) or DEFAULT_MODEL
         enc, precision = _encoder(model, encoder, precision)
-        # a local folder's weights and configuration are settings: a model retrained or reconfigured is encoded again
-        settings = {"backend": "flex", "model": model, "fields": list(fields), "max_chars": max_chars,
-                    "precision": precision, **fingerprint_setting(model), **config_setting(model)}
-        key = hashlib.sha1(model.encode()).hexdigest()[:8]
-        sub = f"dense-{_slug(Path(model).name)}-{key}-{'+'.join(fields)}-{max_chars or 'all'}"
-        sub += "" if precision == "fp32" else f"-{precision}"  # fp32 keeps the folder name of version 0.2
-
-        pool = pool_devices(workers, devices, str(getattr(enc, "device", "cpu")))
-
-        def build(target: Path) -> None:
-            flex = pyterrier_dr.FlexIndex(str(target), verbose=False)
-            docs = self._progress(self.docs_iter(fields, max_chars), f"dense {'+'.join(fields)}")
-            if pool is None:
-                (SortedDocEncoder(enc) >> flex.indexer(mode="overwrite")).index(docs)
-                return
-            with PooledDocEncoder(enc, pool) as pooled:
-                (pooled >> flex.indexer(mode="overwrite")).index(docs)
-
-        # verbose=False: a bar per retrieval call (pyterrier-dr's "NumpyRetriever scoring") is noise in a pipeline
-        return pyterrier_dr.FlexIndex(str(self._ensure_part(sub, settings, "index.flex", build)), verbose=False)
+        return dense_index.flex_index(self, model, fields_tuple(fields), max_chars, enc, precision, workers, devices)
 
     def dense(self, model=None, fields: FieldsArg = ("title", "text"), num_results: int = 1000,
               max_chars: Optional[int] = None, backend: str = "numpy", encoder=None, workers: int = 1,
               devices: Optional[Sequence[str]] = None, precision: Optional[str] = None) -> pt.Transformer:
         """Dense retrieval with any sentence-transformers model name or local directory, or a trained
         :class:`~pyterrier_tot.models.BiEncoderModel` (``backend``: ``numpy`` exact search, or ``faiss`` flat
-        inner-product index). ``(index.dense() % k).compile()`` retrieves ``k`` results directly.
-        ``precision="bf16"`` encodes books and queries in bfloat16; ``workers`` / ``devices``: encode the
-        corpus with several processes (see :meth:`flex_index`)."""
+        inner-product index). ``fields``: title + text by default, also where books have authors (as the library's
+        bi-encoders are trained; ``fields=("title", "author", "text")`` reads the author too).
+        ``(index.dense() % k).compile()`` retrieves ``k`` results directly. ``precision="bf16"`` encodes books
+        and queries in bfloat16; ``workers`` / ``devices``: encode the corpus with several processes (see
+        :meth:`flex_index`)."""
         from pyterrier_tot.models import DEFAULT_MODEL
 
         check_int(num_results, "num_results", "BookIndex.dense")
-        model = _model_key(model, encoder)
+        fields = fields_tuple(fields)
+        model = dense_index.model_key(model, encoder)
         enc, precision = _encoder(model, encoder, precision)
         flex = self.flex_index(model, fields, max_chars, encoder=enc, workers=workers, devices=devices,
                                precision=precision)
@@ -373,7 +252,8 @@ class BookIndex(BookCorpus, ToTArtifact):
             retr.num_results = num_results  # the factory takes no num_results; the retriever honours it
         else:
             raise ValueError(f"backend must be 'numpy' or 'faiss', not {backend!r}")
-        label = f"Dense({Path(model or DEFAULT_MODEL).name}, {'+'.join(_fields_tuple(fields))}{_prec(precision)})"
+        label = (f"Dense({Path(model or DEFAULT_MODEL).name}, {'+'.join(fields)}"
+                 f"{dense_index.precision_label(precision)})")
         return SafeRetriever(DenseRetriever(enc.query_encoder(), retr, label, exact=True), label, tokenise=False,
                              num_results=num_results)
 
@@ -381,20 +261,18 @@ class BookIndex(BookCorpus, ToTArtifact):
                      max_chars: Optional[int] = None, encoder=None, unknown_docnos: str = "raise",
                      workers: int = 1, devices: Optional[Sequence[str]] = None,
                      precision: Optional[str] = None) -> pt.Transformer:
-        """Re-scores a result frame by cosine between query and stored book embeddings (no re-encoding); a docno
-        not in the corpus raises an error naming it (``unknown_docnos="nan"``: it scores NaN, with a warning).
-        ``precision`` / ``workers`` / ``devices``: how the corpus is encoded (see :meth:`flex_index`)."""
+        """Re-scores a result frame by cosine between query and stored book embeddings of ``fields`` (no
+        re-encoding); a docno not in the corpus raises an error naming it
+        (``unknown_docnos="nan"``: it scores NaN, with a warning). ``precision`` / ``workers`` / ``devices``: how
+        the corpus is encoded (see :meth:`flex_index`)."""
         from pyterrier_tot.models import DEFAULT_MODEL
 
-        model = _model_key(model, encoder)
+        fields = fields_tuple(fields)
+        model = dense_index.model_key(model, encoder)
         enc, precision = _encoder(model, encoder, precision)
         flex = self.flex_index(model, fields, max_chars, encoder=enc, workers=workers, devices=devices,
                                precision=precision)
         name = Path(model or DEFAULT_MODEL).name
         return DenseScorer(enc.query_encoder(), flex.np_scorer(), self.docnos,
-                           f"DenseScorer({name}, {'+'.join(_fields_tuple(fields))}, max_chars={max_chars}"
-                           f"{_prec(precision)})", unknown_docnos=unknown_docnos)
-
-
-def _prec(precision: str) -> str:
-    return "" if precision == "fp32" else f", precision={precision!r}"
+                           f"DenseScorer({name}, {'+'.join(fields)}, max_chars={max_chars}"
+                           f"{dense_index.precision_label(precision)})", unknown_docnos=unknown_docnos)

@@ -18,7 +18,11 @@ import pyterrier as pt
 import pyterrier_alpha as pta
 
 from pyterrier_tot._util import empty_scored
-from pyterrier_tot.bars import quiet_native_output, quiet_per_call_bars  # noqa: F401  (quiet_native_output: re-exported)
+from pyterrier_tot.bars import (
+    quiet_native_output,  # noqa: F401  (re-exported)
+    quiet_per_call_bars,
+)
+from pyterrier_tot.corpus_frame import years
 from pyterrier_tot.errors import BadInputError, NoResultsWarning, UnknownDocnoError  # noqa: F401  (re-exported)
 from pyterrier_tot.policy import (
     add_ranks,
@@ -229,24 +233,43 @@ class BM25Scorer(pt.Transformer):
 
 
 class TextLoader(pt.Transformer):
-    """Adds the text of each result's book (``fields`` joined by newlines, cut at ``max_chars``) as ``column``."""
+    """Adds the books of a result frame to it: ``fields`` joined by newlines (stripped, cut at ``max_chars``) into
+    one ``column`` (``join=True``, the default: what the re-rankers read), or each of ``fields`` as its own column
+    named after it (``join=False``: PyTerrier's text-loader convention; text fields as strings, ``""`` where a book
+    has none, each cut at ``max_chars``; ``year`` as ``Int64``, ``<NA>`` where unknown). Built by
+    :meth:`BookIndex.text_loader <pyterrier_tot.index.BookIndex.text_loader>`, which picks the form."""
 
-    def __init__(self, index, fields: Tuple[str, ...], max_chars: Optional[int], column: str = "text"):
+    def __init__(self, index, fields: Tuple[str, ...], max_chars: Optional[int], column: Optional[str] = "text",
+                 join: bool = True):
         self.index = index
         self.fields = fields
         self.max_chars = max_chars
-        self.column = column
+        self.join = join
+        self.column = column if join else None
         self._text = None
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         pta.validate.result_frame(inp)
         out = inp.copy()
         if len(inp) == 0:
-            out[self.column] = pd.Series(dtype=str)
+            for name, dtype in self._added():
+                out[name] = pd.Series(dtype=dtype)
             return out
         check_unique_pairs(inp, repr(self))
-        out[self.column] = self._texts(out["docno"].astype(str)).values
+        docnos = out["docno"].astype(str)
+        if self.join:
+            out[self.column] = self._texts(docnos).values
+            return out
+        books = self._books(docnos)
+        for f in self.fields:
+            out[f] = books[f].array  # by position; the array keeps the dtype (a year stays Int64)
         return out
+
+    def _added(self) -> List[Tuple[str, object]]:
+        """(column, dtype) of each column this loader adds."""
+        if self.join:
+            return [(self.column, str)]
+        return [(f, "Int64" if f == "year" else str) for f in self.fields]
 
     def _texts(self, docnos: pd.Series) -> pd.Series:
         """The text of each of ``docnos`` (an error names unknown ones); the whole corpus's text is kept once."""
@@ -256,5 +279,27 @@ class TextLoader(pt.Transformer):
         check_docnos(pd.DataFrame({"docno": docnos}), self._text.index, repr(self))
         return self._text.loc[docnos]
 
+    def _books(self, docnos: pd.Series) -> pd.DataFrame:
+        """The loaded fields of each of ``docnos``, row for row (an error names unknown ones). Only these books
+        are read, through ``index.books_of``: a streamed corpus is never loaded whole."""
+        wanted = pd.unique(docnos)
+        books = self.index.books_of(wanted, missing="skip").drop_duplicates("docno").set_index("docno")
+        check_docnos(pd.DataFrame({"docno": wanted}), books.index, repr(self))
+        books = books.loc[docnos.to_numpy()]
+        out = pd.DataFrame(index=books.index)
+        for f in self.fields:
+            if f == "year":
+                out[f] = years(books[f])
+                continue
+            text = books[f].fillna("").astype(str)
+            out[f] = text.str.slice(0, self.max_chars) if self.max_chars else text
+        return out
+
+    def _args(self) -> List[str]:
+        if not self.join:
+            return [repr(list(self.fields))] + ([f"max_chars={self.max_chars}"] if self.max_chars else [])
+        args = ["+".join(self.fields), f"max_chars={self.max_chars}"]
+        return args if self.column == "text" else [*args, f"column={self.column!r}"]
+
     def __repr__(self):
-        return f"TextLoader({'+'.join(self.fields)}, max_chars={self.max_chars})"
+        return f"TextLoader({', '.join(self._args())})"

@@ -34,7 +34,13 @@ def test_bm25_finds_the_book(tiny_index):
     assert set(res.columns) >= {"qid", "query", "docno", "score", "rank"}
     assert res.loc[res.qid == "2", "query"].iloc[0].startswith("a DRAGON")  # user text kept, not the tokens
     assert res.groupby("qid")["rank"].min().eq(0).all()
-    assert "BM25(title+text" in repr(bm25)
+    assert "BM25(title+author+text" in repr(bm25)  # the tiny books have authors: the default reads them
+    assert "BM25(title+text" in repr(ptt.BookIndex(tiny_frame_without_authors(tiny_index), path=tiny_index.path.parent
+                                                   / "plain").bm25())
+
+
+def tiny_frame_without_authors(index):
+    return index.corpus.assign(author="")
 
 
 def test_bm25_single_field(tiny_index):
@@ -196,7 +202,9 @@ def test_saved_index_reopens_without_the_dataset(tiny_index, tiny_frame, tmp_pat
 
 
 def test_index_folder_from_version_0_1_is_upgraded_in_place(tiny_frame, tmp_path):
-    """0.1 kept sub-indexes with a ``pyterrier_tot.json`` manifest and no corpus: they are reused."""
+    """0.1 kept sub-indexes with a ``pyterrier_tot.json`` manifest and no corpus: they are reused (by the default
+    BM25 of a corpus without authors, whose default fields are the title + text of every folder built before)."""
+    tiny_frame = tiny_frame.assign(author="")
     idx = ptt.BookIndex(tiny_frame, path=tmp_path / "old")
     pisa = idx.pisa_index()
     sub = pisa.path.parent

@@ -1,0 +1,62 @@
+"""The dense sub-index of a :class:`~pyterrier_tot.index.BookIndex`: a pyterrier-dr FlexIndex of one model's
+embeddings of some book fields.
+
+Its settings are the model (a name, or a local folder with the fingerprint of its weights and configuration, so a
+model retrained or reconfigured is encoded again), the fields, the characters kept and the precision; the
+sub-folder name carries them (``dense-<model>-<hash>-title+text-all``, with ``-bf16`` for a bfloat16 index). The
+corpus is encoded sorted by length, in one process or a pool of them (:mod:`pyterrier_tot.encoding`).
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Optional, Sequence, Tuple
+
+import pyterrier as pt
+
+from pyterrier_tot._fingerprint import config_setting, fingerprint_setting
+from pyterrier_tot.encoding import PooledDocEncoder, SortedDocEncoder, encoder_model, pool_devices
+from pyterrier_tot.index_parts import slug
+
+__all__ = ["flex_index", "model_key"]
+
+
+def model_key(model, encoder=None) -> Optional[str]:
+    """A model argument as the index records it (an artifact or a Path: its folder; an encoder alone: its model)."""
+    return encoder_model(str(model.path) if isinstance(model, pt.Artifact) else model and str(model), encoder)
+
+
+def dense_folder(model: str, fields: Tuple[str, ...], max_chars: Optional[int], precision: str) -> str:
+    """The sub-folder name of the dense index of ``model`` over ``fields``."""
+    key = hashlib.sha1(model.encode()).hexdigest()[:8]
+    sub = f"dense-{slug(Path(model).name)}-{key}-{'+'.join(fields)}-{max_chars or 'all'}"
+    return sub if precision == "fp32" else f"{sub}-{precision}"  # fp32 keeps the folder name of version 0.2
+
+
+def precision_label(precision: str) -> str:
+    """How a retriever's repr shows a precision other than the default."""
+    return "" if precision == "fp32" else f", precision={precision!r}"
+
+
+def flex_index(index, model: str, fields: Tuple[str, ...], max_chars: Optional[int], enc, precision: str,
+               workers: int = 1, devices: Optional[Sequence[str]] = None):
+    """The FlexIndex of ``enc`` (the encoder of ``model``) embeddings of ``index``'s books over ``fields``, built on
+    first use (with ``workers`` processes or one per device of ``devices``) and re-opened afterwards."""
+    import pyterrier_dr
+
+    settings = {"backend": "flex", "model": model, "fields": list(fields), "max_chars": max_chars,
+                "precision": precision, **fingerprint_setting(model), **config_setting(model)}
+    pool = pool_devices(workers, devices, str(getattr(enc, "device", "cpu")))
+
+    def build(target: Path) -> None:
+        flex = pyterrier_dr.FlexIndex(str(target), verbose=False)
+        docs = index._progress(index.docs_iter(fields, max_chars), f"dense {'+'.join(fields)}")
+        if pool is None:
+            (SortedDocEncoder(enc) >> flex.indexer(mode="overwrite")).index(docs)
+            return
+        with PooledDocEncoder(enc, pool) as pooled:
+            (pooled >> flex.indexer(mode="overwrite")).index(docs)
+
+    where = index._ensure_part(dense_folder(model, fields, max_chars, precision), settings, "index.flex", build)
+    # verbose=False: a bar per retrieval call (pyterrier-dr's "NumpyRetriever scoring") is noise in a pipeline
+    return pyterrier_dr.FlexIndex(str(where), verbose=False)
