@@ -21,12 +21,14 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, TypeVar, Union
 
 import pyterrier as pt
 
 from pyterrier_tot._util import file_lock
 from pyterrier_tot.errors import CorruptArtifactError
+
+T = TypeVar("T")
 
 META_FILE = "pt_meta.json"
 PACKAGE_HINT = "pyterrier-tot"
@@ -158,6 +160,31 @@ def build_lock(path: Union[str, Path], timeout: Optional[float] = None) -> Itera
             else:
                 stale.unlink(missing_ok=True)
         yield
+
+
+@contextlib.contextmanager
+def build_locks(paths: Iterable[Union[str, Path]], timeout: Optional[float] = None) -> Iterator[None]:
+    """:func:`build_lock` of every folder of ``paths`` (one training run that writes several, e.g. a checkpoint per
+    epoch), taken in a fixed order so that two processes asking for overlapping sets never wait on each other."""
+    with contextlib.ExitStack() as stack:
+        for path in sorted({Path(p).absolute() for p in paths}):
+            stack.enter_context(build_lock(path, timeout))
+        yield
+
+
+def train_once(path: Union[str, Path], found: Callable[[], Optional[T]], make: Callable[[], T],
+               timeout: Optional[float] = None, also: Iterable[Union[str, Path]] = ()) -> T:
+    """A trained artifact built once across processes: ``found()`` (what is cached at ``path``, or None) is asked
+    first; when nothing is found, :func:`build_lock` of ``path`` (and of the folders ``also`` that the same run
+    writes) is held for the whole of ``make()``, so a second process asking for the same artifact waits (up to
+    ``timeout``; see :func:`~pyterrier_tot._util.lock_timeout`), then asks ``found()`` again and reuses what the
+    first one made. A killed trainer's lock is dropped by the OS: the next call trains."""
+    got = found()
+    if got is not None:
+        return got
+    with build_locks([path, *also], timeout):
+        got = found()  # another process may have finished it while this one waited
+        return got if got is not None else make()
 
 
 def add_files(folder: Union[str, Path], make: Callable[[Path], None], owner: Union[str, Path]) -> List[str]:

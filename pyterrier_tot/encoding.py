@@ -31,9 +31,9 @@ __all__ = ["PooledDocEncoder", "SortedDocEncoder", "encoder_for", "pool_devices"
 #: Documents per ``encode`` call while indexing: enough for length sorting to leave almost no padding, small
 #: enough that a streamed corpus of millions of pages never holds more than a few MB of text and vectors.
 DOC_CHUNK = 4096
-#: Texts per forward pass, chosen by measurement (benchmarks/speed_scale/results/encoding_speed.md): with texts sorted by
-#: length, batches of 8-16 were the fastest on CPU, fp32 and bf16 alike (the activations of a small batch stay in
-#: cache; 64 and 128 were 1.5-3x slower), and 16 keeps the per-call overhead of 8 away.
+#: Texts per forward pass, chosen by measurement (benchmarks/speed_scale/results/encoding_speed.md): with texts
+#: sorted by length, batches of 8-16 were the fastest on CPU, fp32 and bf16 alike (the activations of a small
+#: batch stay in cache; 64 and 128 were 1.5-3x slower), and 16 keeps the per-call overhead of 8 away.
 ENCODE_BATCH = 16
 
 

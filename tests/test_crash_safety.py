@@ -21,7 +21,7 @@ from pyterrier_tot._util import LockTimeoutError, file_lock
 ROOT = Path(__file__).resolve().parent.parent
 QUERIES = pd.DataFrame({"qid": ["1", "2", "3"], "query": ["a ghost keeper in an old lighthouse",
                                                           "blacksmith befriends a dragon", "children on a spaceship"]})
-BM25 = "bm25-title+text-porter2"
+BM25 = "bm25-title+author+text-porter2"  # the tiny books have authors: the default BM25 reads them
 
 # Run in a child process. It records every folder build that completed its contents (BUILD_LOG), and can be slowed
 # down or paused at a chosen point so that the test can overlap two builds or kill one midway.

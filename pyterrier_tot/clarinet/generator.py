@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot._artifact import ToTArtifact, building, read_meta, write_meta
+from pyterrier_tot._artifact import ToTArtifact, building, read_meta, train_once, write_meta
 from pyterrier_tot._util import cache_dir, differing
 from pyterrier_tot.llm.cache import LLMCache, request_key
 
@@ -139,13 +139,17 @@ def train_generator(pairs: pd.DataFrame, path: Union[str, Path], steps: int = 12
     About 8 s per step of 8 × 128 tokens on two CPU cores. Returns the model folder: a folder that already holds a
     generator trained on the same pairs with the same settings is returned as it is; one trained on other pairs
     or settings is refused (``overwrite=True`` trains again into it)."""
-    import torch
 
     path = Path(path)
     pairs = training_pairs(pairs)
     record = {"n_pairs": len(pairs), "steps": steps, "batch_size": batch_size, "lr": lr, "max_len": max_len,
               "seed": seed, "pairs": pairs_digest(pairs)}
-    if path.is_dir() and (path / "pt_meta.json").is_file() and not overwrite:
+    if len(pairs) == 0:
+        raise ValueError("train_generator: no kept questions to train on; play more games or relax top/gain")
+
+    def cached() -> Optional[str]:
+        if overwrite or not (path.is_dir() and (path / "pt_meta.json").is_file()):
+            return None
         found = read_meta(path)
         known = {k: v for k, v in record.items() if k in found}  # a folder from before the digest: its settings
         if all(found[k] == v for k, v in known.items()):
@@ -153,8 +157,16 @@ def train_generator(pairs: pd.DataFrame, path: Union[str, Path], steps: int = 12
         raise ValueError(f"train_generator: {path} holds a generator trained on other pairs or settings "
                          f"({differing({k: found[k] for k in known}, known)}); pass overwrite=True to train "
                          "it again there, or another path")
-    if len(pairs) == 0:
-        raise ValueError("train_generator: no kept questions to train on; play more games or relax top/gain")
+
+    # one process trains; another asking for the same generator waits for it, then reuses the folder
+    return train_once(path, cached, lambda: _train(pairs, path, record, steps, batch_size, lr, max_len, seed,
+                                                   overwrite, verbose))
+
+
+def _train(pairs: pd.DataFrame, path: Path, record: dict, steps: int, batch_size: int, lr: float, max_len: int,
+           seed: int, overwrite: bool, verbose: bool) -> str:
+    import torch
+
     torch.manual_seed(seed)
     rng = random.Random(seed)
     t0 = time.perf_counter()

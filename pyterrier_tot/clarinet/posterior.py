@@ -18,8 +18,8 @@
   retriever's scorer ``s`` (e.g. the dense cosine of the question and answer against the book). ``tau`` sets
   how much one short answer weighs against the request: at the retrieval distribution's temperature (0.05) an
   answer counts as much as the whole request; the default, 0.3, was chosen on the recipe's tuning slice (see
-  ``benchmarks/clarification/clarification.py --phase tune``). A bare "No." is ignored (``negative="ignore"``, the default) or
-  read as evidence against the books that match the question (``negative="invert"``).
+  ``benchmarks/clarification/clarification.py --phase tune``). A bare "No." is ignored (``negative="ignore"``,
+  the default) or read as evidence against the books that match the question (``negative="invert"``).
 """
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ from pyterrier_tot.llm.templates import load_prompt
 from pyterrier_tot.policy import check_query_frame
 
 COMBINE = ("prepend", "append", "replace")
-#: The explicit posterior's answer temperature, chosen on the tuning slice (``benchmarks/clarification/clarification.py --phase tune``).
+#: The explicit posterior's answer temperature, chosen on the tuning slice
+#: (``benchmarks/clarification/clarification.py --phase tune``).
 DEFAULT_TAU = 0.3
 
 

@@ -10,6 +10,7 @@ checkpoint), for fixed CPU budgets.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ import pandas as pd
 import pyterrier as pt
 import torch
 
+from pyterrier_tot._artifact import build_lock
 from pyterrier_tot._util import differing
 from pyterrier_tot.generative.backbones import Backbone
 
@@ -119,39 +121,43 @@ def train(backbone: Backbone, pairs: pd.DataFrame, epochs: float = 1.0, batch_si
                                                              max_source_tokens=max_source_tokens,
                                                              weight_decay=weight_decay, schedule=schedule,
                                                              warmup=warmup)}
-    if checkpoint_dir is not None:
-        progress = load_checkpoint(checkpoint_dir, backbone, optimizer, run)
-        if progress is not None:
-            done, resumed = int(progress["step"]), True
-    model = backbone.model
-    model.train()
-    t0, tokens, losses, stopped = time.perf_counter(), 0, [], False
-    bar = pt.tqdm(range(done, steps), desc=f"training {backbone.name}", unit="step", disable=not verbose,
-                  mininterval=10)  # a redraw every 10 s, not every step
-    step = done
-    for step in bar:
-        rows = order[step * batch_size:(step + 1) * batch_size]
-        batch = backbone.batch([sources[i] for i in rows], [targets[i] for i in rows])
-        for g, base_lr in zip(optimizer.param_groups, base_lrs):
-            g["lr"] = base_lr * scale(step)
-        logits, labels, _ = backbone.target_logits(batch)
-        loss = torch.nn.functional.cross_entropy(logits.float(), labels, label_smoothing=label_smoothing)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        tokens += int(batch["attention_mask"].sum()) + (int((batch["labels"] >= 0).sum())
-                                                         if backbone.kind != "causal" else 0)
-        losses.append(float(loss.detach()))
-        last = step + 1 == steps
-        over = max_seconds is not None and time.perf_counter() - t0 > max_seconds
-        if checkpoint_dir is not None and ((step + 1) % checkpoint_every == 0 or last or over):
-            save_checkpoint(checkpoint_dir, backbone, optimizer, {"step": step + 1, **run})
-        if verbose:
-            bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}", refresh=False)
-        if over and not last:
-            stopped = True
-            break
-    model.eval()
+    with contextlib.ExitStack() as lock:
+        if checkpoint_dir is not None:
+            # the whole run holds the checkpoint's build lock: a second process training the same run waits, then
+            # resumes from the finished checkpoint (no step left to train) instead of training beside the first
+            lock.enter_context(build_lock(checkpoint_dir))
+            progress = load_checkpoint(checkpoint_dir, backbone, optimizer, run)
+            if progress is not None:
+                done, resumed = int(progress["step"]), True
+        model = backbone.model
+        model.train()
+        t0, tokens, losses, stopped = time.perf_counter(), 0, [], False
+        bar = pt.tqdm(range(done, steps), desc=f"training {backbone.name}", unit="step", disable=not verbose,
+                      mininterval=10)  # a redraw every 10 s, not every step
+        step = done
+        for step in bar:
+            rows = order[step * batch_size:(step + 1) * batch_size]
+            batch = backbone.batch([sources[i] for i in rows], [targets[i] for i in rows])
+            for g, base_lr in zip(optimizer.param_groups, base_lrs):
+                g["lr"] = base_lr * scale(step)
+            logits, labels, _ = backbone.target_logits(batch)
+            loss = torch.nn.functional.cross_entropy(logits.float(), labels, label_smoothing=label_smoothing)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            tokens += int(batch["attention_mask"].sum()) + (int((batch["labels"] >= 0).sum())
+                                                             if backbone.kind != "causal" else 0)
+            losses.append(float(loss.detach()))
+            last = step + 1 == steps
+            over = max_seconds is not None and time.perf_counter() - t0 > max_seconds
+            if checkpoint_dir is not None and ((step + 1) % checkpoint_every == 0 or last or over):
+                save_checkpoint(checkpoint_dir, backbone, optimizer, {"step": step + 1, **run})
+            if verbose:
+                bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}", refresh=False)
+            if over and not last:
+                stopped = True
+                break
+        model.eval()
     secs = time.perf_counter() - t0
     ran = len(losses)
     return {"steps": steps, "steps_run": ran, "step_reached": done + ran, "resumed": resumed,

@@ -8,7 +8,8 @@ Example::
         clues = ClueDecomposer(llm)(topics)
 
 ``LlamaServer(model_path=...)`` takes any GGUF file. ``n_threads`` defaults to 1: on shared cores more threads
-were much slower (``benchmarks/speed_scale/results/llama_threads.md``); give ``n_threads=os.cpu_count()`` on an idle machine.
+were much slower (``benchmarks/speed_scale/results/llama_threads.md``); give ``n_threads=os.cpu_count()`` on an
+idle machine.
 The server listens on a free loopback port, the context
 manager waits until ``/v1/models`` answers and stops the process on exit (terminate, then kill); a server whose
 parent process dies (killed, a kernel restart) stops itself within a second. Needs the

@@ -33,6 +33,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 
+from pyterrier_tot._artifact import train_once
 from pyterrier_tot._util import cache_dir
 from pyterrier_tot.recipe.protocol import (
     TUNING_QUERIES,
@@ -152,26 +153,33 @@ def fine_tuned_base(dataset, n: int = TUNING_QUERIES, tuning_seed: int = TUNING_
     cfg = base_settings(model, **settings)
     out = Path(path) if path else base_dir(dataset, model, n, tuning_seed, **settings)
     rest, qrels = train_data(dataset, "rest", n, tuning_seed)
-    if complete_model(out):
+
+    def found() -> Optional[str]:
+        if not complete_model(out):
+            return None
         check_trained_on(out, rest)
         if cfg["soup"] == 1:
             check_trained_as(out, _train_kwargs(model, cfg))
         return str(out)
-    if not train and cfg["soup"] == 1:
-        return None
-    if cfg["soup"] > 1:  # each run is a base of its own (cached, reused), then their mean
+
+    if cfg["soup"] > 1 and found() is None:  # each run is a base of its own (cached, reused), then their mean
         from pyterrier_tot.recipe.soup import average_models
 
         runs = [fine_tuned_base(dataset, n, tuning_seed, train=train, verbose=verbose, model=model, index=index,
                                 **{**settings, "soup": 1, "seed": cfg["seed"] + i}) for i in range(cfg["soup"])]
-        return None if None in runs else str(average_models(runs, out))
+        return None if None in runs else str(train_once(out, found, lambda: average_models(runs, out)))
     if not train:
-        return None
-    if verbose:
-        print(f"fine-tuning the {model} base retriever on {len(rest)} training queries into {out}")
-    result = expert_training.train_base_retriever(rest, qrels, _corpus(dataset, index), output_dir=out,
-                                                  **_train_kwargs(model, cfg))
-    return str(getattr(result, "path", result))
+        return found()
+
+    def make() -> str:
+        if verbose:
+            print(f"fine-tuning the {model} base retriever on {len(rest)} training queries into {out}")
+        result = expert_training.train_base_retriever(rest, qrels, _corpus(dataset, index), output_dir=out,
+                                                      **_train_kwargs(model, cfg))
+        return str(getattr(result, "path", result))
+
+    # one process trains; another asking for the same base waits for it, then reuses the folder
+    return train_once(out, found, make)
 
 
 def base_grid(dataset, model: str = "mpnet", lrs: Sequence[float] = (2e-5,), epochs: int = 3,
@@ -189,10 +197,14 @@ def base_grid(dataset, model: str = "mpnet", lrs: Sequence[float] = (2e-5,), epo
         dirs = {e: base_dir(dataset, model, n, tuning_seed, **{**settings, "lr": lr, "epoch": e, "schedule": epochs})
                 for e in range(1, epochs + 1)}
         rest, qrels = train_data(dataset, "rest", n, tuning_seed)
-        for p in dirs.values():
-            if complete_model(p):
-                check_trained_on(p, rest)
-        if train and not all(complete_model(p) for p in dirs.values()):
+
+        def all_there(dirs=dirs, rest=rest) -> Optional[bool]:
+            for p in dirs.values():
+                if complete_model(p):
+                    check_trained_on(p, rest)
+            return True if all(complete_model(p) for p in dirs.values()) else None
+
+        def make(lr=lr, dirs=dirs, rest=rest, qrels=qrels) -> bool:
             cfg = base_settings(model, **{**settings, "lr": lr, "epoch": epochs, "schedule": epochs})
             if verbose:
                 print(f"fine-tuning {model} (lr {lr:g}, {epochs} epochs, a checkpoint per epoch) on {len(rest)} "
@@ -200,6 +212,12 @@ def base_grid(dataset, model: str = "mpnet", lrs: Sequence[float] = (2e-5,), epo
             expert_training.train_base_retriever(rest, qrels, _corpus(dataset, index), output_dir=dirs[epochs],
                                                  epoch_dirs={e: p for e, p in dirs.items() if e < epochs},
                                                  **_train_kwargs(model, cfg))
+            return True
+
+        if train:  # the run writes every epoch's folder: all of them are locked while it trains
+            train_once(dirs[epochs], all_there, make, also=list(dirs.values()))
+        else:
+            all_there()
         found.update({(lr, e): str(p) for e, p in dirs.items() if complete_model(p)})
     return found
 
@@ -307,11 +325,14 @@ def fine_tuned_hard(dataset, index=None, epochs: int = 1, n_negatives: int = HN_
     rest = train_data(dataset, "rest", n)[0]
     for epoch in range(1, epochs + 1):
         out = _hn_dir(dataset, model, n, n_negatives, epoch, clue_forms, miners, depth, train_kwargs)
-        if complete_model(out):
+
+        def found(out=out) -> Optional[str]:
+            if not complete_model(out):
+                return None
             check_trained_on(out, rest)  # one trained on other queries or texts is refused, not reused
-        else:
-            if not train:
-                break
+            return str(out)
+
+        def make(out=out, epoch=epoch) -> str:
             examples = hard_negative_examples(dataset, index, n_negatives, depth, seed=epoch,
                                               clue_forms=clue_forms, n=n, miners=miners,
                                               base_model=models[epoch - 1])
@@ -324,7 +345,12 @@ def fine_tuned_hard(dataset, index=None, epochs: int = 1, n_negatives: int = HN_
                                 "mined_from": list(miners), "depth": depth, "clue_forms": clue_forms,
                                 **training_record(rest)},
                 **train_kwargs)
-        models[epoch] = str(out)
+            return str(out)
+
+        got = train_once(out, found, make) if train else found()
+        if got is None:
+            break
+        models[epoch] = got
     return models
 
 

@@ -27,7 +27,6 @@ dependencies of this library; ``old_fit`` is the same loop without them.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
@@ -35,16 +34,21 @@ import random
 import time
 import warnings
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 
-from pyterrier_tot._artifact import META_FILE, building, read_meta, write_meta
+from pyterrier_tot._artifact import META_FILE, build_locks, read_meta
 from pyterrier_tot._util import cache_dir, is_missing, require_columns
-from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column, clues_na_as_none
 from pyterrier_tot.models import TRAINING_FILE, BiEncoderModel
 from pyterrier_tot.recipe.protocol import training_record
+from pyterrier_tot.recipe.training_loop import (  # noqa: F401  (DistinctTextBatches: read from here)
+    DistinctTextBatches,
+    _fit,
+    _save_model,
+    freeze_lower_layers,
+)
 
 #: Default hyper-parameters (CPU-sized).
 DEFAULTS = dict(epochs=1, batch_size=16, max_seq_length=256, lr=2e-5, warmup_ratio=0.1, seed=42)
@@ -140,12 +144,6 @@ def _replaceable(out: Path) -> bool:
                           "choose another output_dir")
 
 
-def _dimension(model) -> int:
-    # renamed get_embedding_dimension in sentence-transformers 6; the old name warns there
-    get = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-    return get()
-
-
 def build_examples(queries: pd.DataFrame, qrels: pd.DataFrame, corpus,
                    negatives: Dict[str, List[str]], n_negatives: int, query_column: str = "query",
                    doc_fields: Sequence[str] = ("title", "text"), max_chars: Optional[int] = None) -> List[Example]:
@@ -168,105 +166,6 @@ def build_examples(queries: pd.DataFrame, qrels: pd.DataFrame, corpus,
     return out
 
 
-class DistinctTextBatches:
-    """Batches in which no text appears twice (an in-batch negative must not be some example's own positive),
-    drawn in order from a list reshuffled at the start and at every wrap-around, as sentence-transformers'
-    ``NoDuplicatesDataLoader`` draws them (so training takes the same steps), except that a batch that cannot be
-    filled (a few queries naming the same books, hard negatives that are other queries' answers) is emitted
-    short after one pass without a usable example, where that loader would wait for ever."""
-
-    def __init__(self, examples: list, batch_size: int):
-        self.examples = list(examples)
-        self.batch_size = batch_size
-        self.collate_fn = None
-        self._at = 0
-        random.shuffle(self.examples)
-
-    def __len__(self) -> int:
-        return len(self.examples) // self.batch_size
-
-    def _next_example(self):
-        example = self.examples[self._at]
-        self._at += 1
-        if self._at >= len(self.examples):
-            self._at = 0
-            random.shuffle(self.examples)
-        return example
-
-    def __iter__(self):
-        for _ in range(len(self)):
-            batch, seen, misses = [], set(), 0
-            while len(batch) < self.batch_size and misses < len(self.examples):
-                example = self._next_example()
-                keys = {str(t).strip().lower() for t in example.texts}
-                if keys & seen:
-                    misses += 1
-                    continue
-                batch.append(example)
-                seen |= keys
-                misses = 0
-            yield self.collate_fn(batch) if self.collate_fn is not None else batch
-
-
-def _fit(model, loader, loss, epochs: int, steps: int, schedule_steps: int, warmup_steps: int, lr: float,
-         amp: bool, on_epoch: Callable[[int, float], None], desc: Optional[str], device: str = "cpu") -> None:
-    """The optimisation loop of sentence-transformers' ``old_fit`` (AdamW, weight decay 0.01 except biases and
-    LayerNorm, linear warm-up then decay over ``schedule_steps``, gradients clipped at norm 1), run for ``epochs``
-    epochs of ``steps``; ``amp``: forward passes under bfloat16 autocast (weights and optimiser stay fp32).
-    ``on_epoch(e, mean_loss)`` runs after epoch ``e`` (1-based); ``desc``: the bar's label (None: no bar)."""
-    import torch
-    import transformers
-
-    no_decay = ("bias", "LayerNorm.bias", "LayerNorm.weight")
-    named = [(n, p) for n, p in loss.named_parameters() if p.requires_grad]  # frozen layers: not optimised
-    groups = [{"params": [p for n, p in named if not any(nd in n for nd in no_decay)], "weight_decay": 0.01},
-              {"params": [p for n, p in named if any(nd in n for nd in no_decay)], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=lr)
-    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, num_warmup_steps=warmup_steps,
-                                                             num_training_steps=schedule_steps)
-    loader.collate_fn = model.smart_batching_collate
-    batches = iter(loader)
-    # one labelled bar over all steps, redrawn at most every 30 s: a log file gets a line per half minute, not per step
-    bar = progress_bar(total=epochs * steps, desc=desc or "training", unit="step", training=True, mininterval=30,
-                       disable=desc is None)
-    for epoch in range(1, epochs + 1):
-        loss.zero_grad()
-        loss.train()
-        total = 0.0
-        for _ in range(steps):
-            try:
-                features, labels = next(batches)
-            except StopIteration:
-                batches = iter(loader)
-                features, labels = next(batches)
-            if device != "cpu":
-                features = [{k: v.to(device) if hasattr(v, "to") else v for k, v in f.items()} for f in features]
-            with torch.autocast(torch.device(device).type, dtype=torch.bfloat16) if amp else contextlib.nullcontext():
-                value = loss(features, labels)
-            value.backward()
-            torch.nn.utils.clip_grad_norm_(loss.parameters(), 1.0)
-            optimizer.step()
-            optimizer.zero_grad()
-            scheduler.step()
-            total += float(value.detach())
-            bar.update(1)
-        mean = round(total / max(1, steps), 4)
-        bar.set_postfix(epoch=epoch, loss=mean)
-        on_epoch(epoch, mean)
-    bar.close()
-
-
-def _save_model(model, out: Path, meta: dict, overwrite: bool) -> None:
-    with building(out, overwrite=overwrite) as tmp:
-        model.save(str(tmp), safe_serialization=True)
-        (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=2))
-        summary = {k: meta[k] for k in ("kind", "base_model", "n_pairs", "steps") if k in meta}
-        if "field" in meta:
-            summary["field"] = meta["field"]
-        write_meta(tmp, BiEncoderModel.ARTIFACT_TYPE, BiEncoderModel.ARTIFACT_FORMAT, **summary,
-                   embedding_dim=_dimension(model), training_file=METADATA_FILE)
-
-
 def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None] = None,
                     base_model: Optional[str] = None,
                     epochs: int = DEFAULTS["epochs"], batch_size: int = DEFAULTS["batch_size"],
@@ -275,7 +174,7 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
                     seed: int = DEFAULTS["seed"], kind: str = "biencoder", show_progress_bar: bool = True,
                     extra_metadata: Optional[dict] = None, schedule_epochs: Optional[int] = None,
                     epoch_dirs: Optional[Dict[int, Union[str, Path]]] = None, amp: bool = False,
-                    device: Optional[str] = None, freeze_layers: int = 0) -> Path:
+                    device: Optional[str] = None, freeze_layers: int = 0, reuse: bool = False) -> Path:
     """Fine-tune ``base_model`` (default MiniLM, resolved offline; a fine-tuned folder continues its training)
     on (anchor, positive) pairs, or (anchor, positive, negative, ...) examples of one width, with
     MultipleNegativesRankingLoss (the extra texts are hard negatives beside the in-batch ones) and save it to
@@ -289,14 +188,10 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
     :class:`~pyterrier_tot.models.BiEncoderModel`). Each folder appears only once complete; an existing model folder
     there is replaced. ``device``: where to train (default a GPU when torch sees one); not in the folder's name, but
     in the training record. ``freeze_layers``: the word embeddings and the lowest ``n`` transformer layers stay as
-    they are (no gradient through them: each step costs less)."""
-    import numpy as np
-    import torch
-    from sentence_transformers import InputExample, SentenceTransformer
-    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
-
-    from pyterrier_tot.models import device_label, resolve_model, training_device
-
+    they are (no gradient through them: each step costs less). The whole run holds the build lock of every folder
+    it writes, so two processes never train into the same folder at once; ``reuse=True``: a complete model there
+    trained on the same examples (their digest) with the same settings is returned as it is, also one another
+    process finished while this one waited."""
     pairs = [tuple(ex) for ex in pairs if all(str(t).strip() for t in ex)]
     widths = sorted({len(ex) for ex in pairs})
     if len(widths) > 1 or (widths and widths[0] < 2):
@@ -322,6 +217,44 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
         params["freeze_layers"] = int(freeze_layers)
     out = Path(output_dir).expanduser() if output_dir else _default_dir(kind, base_model, len(pairs), params)
     targets = {**epoch_dirs, epochs: out}
+    digest = pairs_digest(pairs)
+    with build_locks(targets.values()):  # the whole run: a second process waits, then finds the folders
+        if reuse:
+            got = _trained_as(out, {**params, "pairs_digest": digest})
+            if got is not None:
+                return got
+        return _train_into(pairs, targets, out, base_model, params, digest, kind, extra_metadata, max_steps,
+                           schedule_epochs, amp, device, freeze_layers, show_progress_bar)
+
+
+def pairs_digest(pairs: Sequence[Example]) -> str:
+    """The sha1 of the training examples, in order (what a model records it was trained on)."""
+    h = hashlib.sha1()
+    for ex in pairs:
+        h.update(json.dumps([str(t) for t in ex], ensure_ascii=False).encode())
+    return h.hexdigest()
+
+
+def _trained_as(out: Path, wanted: dict) -> Optional[Path]:
+    """``out`` when it holds a complete model whose training record has every setting of ``wanted``."""
+    if not (out / META_FILE).is_file() or not (out / METADATA_FILE).is_file():
+        return None
+    found = training_metadata(out)
+    return out if all(found.get(k) == v for k, v in wanted.items()) else None
+
+
+def _train_into(pairs, targets: Dict[int, Path], out: Path, base_model, params: dict, digest: str, kind: str,
+                extra_metadata, max_steps, schedule_epochs: int, amp: bool, device, freeze_layers: int,
+                show_progress_bar: bool) -> Path:
+    import numpy as np
+    import torch
+    from sentence_transformers import InputExample, SentenceTransformer
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    from pyterrier_tot.models import device_label, resolve_model, training_device
+
+    epochs, batch_size, seed = params["epochs"], params["batch_size"], params["seed"]
+    max_seq_length, lr, warmup_ratio = params["max_seq_length"], params["lr"], params["warmup_ratio"]
     overwrite = {e: _replaceable(p) for e, p in targets.items()}  # checked before training, not after minutes of it
     random.seed(seed)
     np.random.seed(seed)
@@ -341,7 +274,7 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
     t0 = time.time()
     meta = {"kind": kind, "base_model": str(base_model or "sentence-transformers/all-MiniLM-L6-v2"),
             "n_pairs": len(pairs), "n_negatives": len(pairs[0]) - 2,
-            "loss": "MultipleNegativesRankingLoss", **params, **(extra_metadata or {}),
+            "loss": "MultipleNegativesRankingLoss", **params, "pairs_digest": digest, **(extra_metadata or {}),
             "device": device_label(device)}
     epoch_losses: List[float] = []
 
@@ -358,21 +291,6 @@ def train_biencoder(pairs: Sequence[Example], output_dir: Union[str, Path, None]
          int(math.ceil(warmup_ratio * steps * schedule_epochs)), lr, amp, on_epoch,
          f"training {kind}" if show_progress_bar else None, device)
     return out
-
-
-def freeze_lower_layers(model, n: int) -> int:
-    """Freeze the embeddings and the lowest ``n`` transformer layers of a sentence-transformers ``model`` (a
-    BERT-family encoder: its ``embeddings`` and ``encoder.layer``); returns the parameters left trainable."""
-    encoder = model[0].auto_model
-    blocks = getattr(getattr(encoder, "encoder", None), "layer", None)
-    if blocks is None or not hasattr(encoder, "embeddings"):
-        raise ValueError(f"freeze_layers: {type(encoder).__name__} has no embeddings / encoder.layer to freeze")
-    if not 0 <= n <= len(blocks):
-        raise ValueError(f"freeze_layers={n}: the model has {len(blocks)} layers")
-    for part in [encoder.embeddings, *list(blocks)[:n]]:
-        for p in part.parameters():
-            p.requires_grad_(False)
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def training_metadata(path) -> dict:
@@ -395,8 +313,10 @@ def train_field_expert(field: str, clues: pd.DataFrame, qrels: pd.DataFrame, cor
                        output_dir: Union[str, Path, None] = None, book_field: Optional[str] = None,
                        **kwargs) -> Path:
     """Fine-tune an expert for clue ``field`` on (clue, gold book field) pairs (queries with an N/A clue are
-    left out)."""
+    left out). A model trained on the same pairs with the same settings is reused (``reuse=False``: trained
+    again)."""
     pairs = build_field_pairs(field, clues, qrels, corpus, book_field)
+    kwargs.setdefault("reuse", True)  # the same pairs and settings: the model trained before (by any process)
     return train_biencoder(pairs, output_dir, kind=f"expert-{field}",
                            extra_metadata={"field": field, "book_field": book_field or FIELD_FOR_CLUE[field]},
                            **kwargs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from pyterrier_tot._artifact import train_once
 from pyterrier_tot._util import cache_dir
 from pyterrier_tot.recipe.bases import HN_DEPTH
 from pyterrier_tot.recipe.protocol import (
@@ -53,17 +54,21 @@ def fine_tuned_cross_encoder(dataset, index=None, n_negatives: int = CE_NEGATIVE
     out = cache_dir() / "models" / (f"ce-minilm-{tag}-train-minus-fit{n}-neg{n_negatives}-L{max_length}"
                                     f"-b{batch}-s{max_steps or 'epoch'}{tail}")
     rest = train_data(dataset, "rest", n)[0]
-    if (out / "pt_meta.json").is_file():
+
+    def cached() -> Optional[str]:
+        if not (out / "pt_meta.json").is_file():
+            return None
         check_trained_on(out, rest, ours=True)  # one trained on other queries or texts is refused
         return str(out)
-    if not train:
-        return None
-    index = index if index is not None else BookIndex(dataset)
-    groups = cross_encoder_groups(dataset, index, n_negatives, n=n)
-    if verbose:
-        print(f"training the cross-encoder on {len(groups)} groups ({max_steps or 'all'} steps) into {out}")
-    train_cross_encoder(groups, out, n_negatives=n_negatives, max_steps=max_steps, max_length=max_length,
-                        max_query_tokens=max_query_tokens,
-                        extra_metadata={"mined_from": ["bm25", "dense zero-shot"], **training_record(rest)},
-                        **train_kwargs)
-    return str(out)
+
+    def make() -> str:
+        groups = cross_encoder_groups(dataset, index if index is not None else BookIndex(dataset), n_negatives, n=n)
+        if verbose:
+            print(f"training the cross-encoder on {len(groups)} groups ({max_steps or 'all'} steps) into {out}")
+        train_cross_encoder(groups, out, n_negatives=n_negatives, max_steps=max_steps, max_length=max_length,
+                            max_query_tokens=max_query_tokens,
+                            extra_metadata={"mined_from": ["bm25", "dense zero-shot"], **training_record(rest)},
+                            **train_kwargs)
+        return str(out)
+
+    return train_once(out, cached, make) if train else cached()

@@ -33,6 +33,7 @@ from typing import List, Optional
 
 import pyterrier as pt
 
+from pyterrier_tot._artifact import train_once
 from pyterrier_tot._util import cache_dir
 from pyterrier_tot.recipe.protocol import (
     TUNING_QUERIES,
@@ -181,7 +182,9 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
         return recipe.tuned_pipeline(dataset, index, base=base, verbose=verbose, n=n, train_settings=train_settings,
                                      helpers=())
 
-    if complete_model(out):
+    def cached() -> Optional[str]:
+        if not complete_model(out):
+            return None
         check_trained_on(out, rest, ours=True)  # one trained on other queries or texts is refused
         info = training_info(out)  # what ranked its negatives (older folders did not record it)
         found = info.get("mined_by")
@@ -190,20 +193,22 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
             if found != wanted:
                 raise _mined_elsewhere("cross-encoder", out, found, wanted, "pipeline")
         return str(out)
-    if not train:
-        return None
-    mined_by_default = pipeline is None
-    pipeline = default_miner() if pipeline is None else pipeline
-    groups = recipe_groups(dataset, index, pipeline, s["n_negatives"], s["mine_depth"], n=n, run=run)
-    if verbose:
-        print(f"training the recipe's cross-encoder ({dataset_tag(dataset)}) on {len(groups)} groups into {out}")
-    train_cross_encoder(groups, out, base_model=base_path, n_negatives=s["n_negatives"], epochs=s["epochs"],
-                        lr=s["lr"], head_lr=s["head_lr"], batch_queries=s["batch_queries"], max_length=s["max_length"],
-                        max_query_tokens=s["max_query_tokens"], max_steps=s["max_steps"], show_progress_bar=verbose,
-                        extra_metadata={"mined_from": f"recipe top {s['mine_depth']}", "init": str(base_path),
-                                        "mined_by": repr(pipeline), "mined_by_default": mined_by_default,
-                                        **training_record(rest)})
-    return str(out)
+
+    def make() -> str:
+        miner = default_miner() if pipeline is None else pipeline
+        groups = recipe_groups(dataset, index, miner, s["n_negatives"], s["mine_depth"], n=n, run=run)
+        if verbose:
+            print(f"training the recipe's cross-encoder ({dataset_tag(dataset)}) on {len(groups)} groups into {out}")
+        train_cross_encoder(groups, out, base_model=base_path, n_negatives=s["n_negatives"], epochs=s["epochs"],
+                            lr=s["lr"], head_lr=s["head_lr"], batch_queries=s["batch_queries"],
+                            max_length=s["max_length"], max_query_tokens=s["max_query_tokens"],
+                            max_steps=s["max_steps"], show_progress_bar=verbose,
+                            extra_metadata={"mined_from": f"recipe top {s['mine_depth']}", "init": str(base_path),
+                                            "mined_by": repr(miner), "mined_by_default": pipeline is None,
+                                            **training_record(rest)})
+        return str(out)
+
+    return train_once(out, cached, make) if train else cached()
 
 
 def recipe_reranker(dataset, index=None, base: Optional[str] = None, train: bool = True, verbose: bool = True,
@@ -234,35 +239,45 @@ def recipe_reranker(dataset, index=None, base: Optional[str] = None, train: bool
                                      train=train)  # train=False: a lookup never trains or fits what it checks with
         return repr(pipe), (pipe % (2 * s["mine_depth"]))(rest)
 
-    mined_by, mined_by_default = "a ranking passed as run=", run is None
-    if complete_model(out):
+    given = {"mined_by": "a ranking passed as run=", "run": run}
+
+    def ranking():  # (what ranked, its ranking of the training rest): the run passed, else the default recipe's
+        if given["run"] is None:
+            given["mined_by"], given["run"] = default_run()
+        return given["mined_by"], given["run"]
+
+    def cached() -> Optional[str]:
+        if not complete_model(out):
+            return None
         check_trained_on(out, rest, ours=True)  # one trained on other queries or texts is refused
         info = training_info(out)  # the near misses it learnt from (older folders did not record them)
         found = info.get("mined_run")
         if found is not None and not (run is None and info.get("mined_by_default")):
-            if run is None:
-                mined_by, run = default_run()
-            wanted = run_digest(run, qrels, rest["qid"], s["mine_depth"])
+            mined_by, ranked = ranking()
+            wanted = run_digest(ranked, qrels, rest["qid"], s["mine_depth"])
             if found != wanted:
                 raise _mined_elsewhere("re-ranker", out, f"{info.get('mined_by', '?')[:160]} (near misses "
                                        f"{found[:12]})", f"{mined_by[:160]} (near misses {wanted[:12]})", "ranking")
         return str(out)
-    if not train:
-        return None
-    if run is None:
-        mined_by, run = default_run()
-    forms = clue_form_queries(RuleClueExtractor()(rest)) if s["clue_forms"] else None
-    examples = reranker_examples(rest, qrels, index.corpus, run, s["n_negatives"], s["mine_depth"], s["seed"], forms)
-    if verbose:
-        print(f"training the recipe's re-ranker ({dataset_tag(dataset)}) on {len(examples)} examples into {out}")
-    train_biencoder(examples, out, base_model=base_path, epochs=s["epochs"], lr=s["lr"], seed=s["seed"],
-                    kind="reranker", device=device, show_progress_bar=verbose,
-                    extra_metadata={"mined_from": [f"recipe top {s['mine_depth']}"], "negatives": s["n_negatives"],
-                                    "clue_forms": s["clue_forms"], "field": "title+text", "init": str(base_path),
-                                    "mined_by": mined_by, "mined_by_default": mined_by_default,
-                                    "mined_run": run_digest(run, qrels, rest["qid"], s["mine_depth"]),
-                                    **training_record(rest)})
-    return str(out)
+
+    def make() -> str:
+        mined_by, ranked = ranking()
+        forms = clue_form_queries(RuleClueExtractor()(rest)) if s["clue_forms"] else None
+        examples = reranker_examples(rest, qrels, index.corpus, ranked, s["n_negatives"], s["mine_depth"], s["seed"],
+                                     forms)
+        if verbose:
+            print(f"training the recipe's re-ranker ({dataset_tag(dataset)}) on {len(examples)} examples into {out}")
+        train_biencoder(examples, out, base_model=base_path, epochs=s["epochs"], lr=s["lr"], seed=s["seed"],
+                        kind="reranker", device=device, show_progress_bar=verbose,
+                        extra_metadata={"mined_from": [f"recipe top {s['mine_depth']}"],
+                                        "negatives": s["n_negatives"], "clue_forms": s["clue_forms"],
+                                        "field": "title+text", "init": str(base_path), "mined_by": mined_by,
+                                        "mined_by_default": run is None,
+                                        "mined_run": run_digest(ranked, qrels, rest["qid"], s["mine_depth"]),
+                                        **training_record(rest)})
+        return str(out)
+
+    return train_once(out, cached, make) if train else cached()
 
 
 def reranker_stage(dataset, index=None, base: Optional[str] = None, train: bool = True, k: Optional[int] = None,

@@ -36,6 +36,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import pandas as pd
 import pyterrier as pt
 
+from pyterrier_tot._artifact import train_once
 from pyterrier_tot._fingerprint import configs, model_fingerprint, record_configs, reuse_fit
 from pyterrier_tot._util import cache_dir
 from pyterrier_tot.decomposition.date_expert import DateExpert
@@ -282,9 +283,19 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
     check_not_trained_on_slice(models, dataset, n, seed)
     path = _weights_path(dataset.name, index, fine_tuned, n, seed, k, expert_k, extra_experts, bags, helpers,
                          text_fingerprint(tuning), normalise)
+    if refit:
+        return train_once(path, lambda: None, lambda: _fit_weights(dataset, index, fine_tuned, path, models, tuning,
+                                                                   qrels, n, seed, k, expert_k, verbose, feats,
+                                                                   extra_experts, bags, helpers, normalise))
+    # one process fits; another asking for the same weights waits for it, then reuses them
+    return train_once(path, lambda: path if path.exists() and reuse_fit(path, models) else None,
+                      lambda: _fit_weights(dataset, index, fine_tuned, path, models, tuning, qrels, n, seed, k,
+                                           expert_k, verbose, feats, extra_experts, bags, helpers, normalise))
+
+
+def _fit_weights(dataset, index, fine_tuned, path, models, tuning, qrels, n, seed, k, expert_k, verbose, feats,
+                 extra_experts, bags, helpers, normalise) -> Path:
     found = configs(models)  # the configurations the fit is made with, recorded beside it
-    if path.exists() and not refit and reuse_fit(path, models):
-        return path
     dp = build_pipeline(index, fine_tuned, k=k, expert_k=expert_k, extra_experts=extra_experts, depth=None,
                         helpers=helpers, normalise=normalise)
     same_queries(feats, tuning, "fitted_weights", lambda t: dp.fuser.features((dp.decomposer >> dp.candidates)(t)),
@@ -330,7 +341,8 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
     :func:`default_helpers` of ``base`` when the bases are trained here (``fine_tuned=True``), else none.
     ``density``: weigh the density prior of the base (:func:`~pyterrier_tot.recipe.density_prior.recipe_priors`:
     mpnet's) beside the experts; ``False`` leaves it out. ``normalise="zscore"``: the fuser on z-scores instead of
-    min-max, fitted under its own key (``benchmarks/recipe/results/fuser_normalisation.md``: offered, not the default)."""
+    min-max, fitted under its own key (``benchmarks/recipe/results/fuser_normalisation.md``: offered, not the
+    default)."""
     from pyterrier_tot.index import BookIndex
 
     index = index if index is not None else BookIndex(dataset)
@@ -373,9 +385,22 @@ def fitted_learned_fuser(dataset, index, fine_tuned: FineTuned = None, n: int = 
                       n, k, expert_k, negation, grid, "lambdamart-v2", _fingerprints(fine_tuned_models(fine_tuned)),
                       text_fingerprint(train_data(dataset, "tuning", n)[0])])
     path = cache_dir() / "models" / f"learned-fuser-{dataset.name}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
-    fts, found = fine_tuned_models(fine_tuned), configs(fine_tuned_models(fine_tuned))
-    if (path / "pt_meta.json").is_file() and not refit and reuse_fit(path, fts, "pt_meta.json"):
-        return LearnedFuser.load(path, list(experts.values()), neg)
+    fts = fine_tuned_models(fine_tuned)
+
+    def cached():
+        if (path / "pt_meta.json").is_file() and not refit and reuse_fit(path, fts, "pt_meta.json"):
+            return LearnedFuser.load(path, list(experts.values()), neg)
+        return None
+
+    # one process fits; another asking for the same fuser waits for it, then loads it
+    return train_once(path, cached, lambda: _fit_learned(dataset, index, fine_tuned, experts, neg, path, n, k,
+                                                         expert_k, feats, grid))
+
+
+def _fit_learned(dataset, index, fine_tuned, experts, neg, path, n, k, expert_k, feats, grid):
+    from pyterrier_tot.decomposition.learned_fuser import LearnedFuser
+
+    found = configs(fine_tuned_models(fine_tuned))
     fuser = LearnedFuser(list(experts.values()), names=list(experts), negation=neg)
     tuning, qrels = train_data(dataset, "tuning", n)
     check_not_trained_on_slice(fine_tuned_models(fine_tuned), dataset, n)
