@@ -69,14 +69,68 @@ def progress(enabled: bool = False) -> Iterator[None]:
 def bar(iterable: Optional[Iterable] = None, desc: str = "", total: Optional[int] = None, unit: str = "it",
         min_items: int = 2, training: bool = False, **kwargs):
     """A labelled ``pt.tqdm`` bar that honours :func:`progress_enabled` (the library's only way to make one).
-    ``training`` redraws every :data:`TRAINING_INTERVAL` seconds; ``kwargs`` go to tqdm."""
+    ``training`` redraws every :data:`TRAINING_INTERVAL` seconds; ``kwargs`` go to tqdm. Inside :func:`observe`,
+    each step the loop makes is also reported to the observers (shown or not)."""
     if not desc:
         raise ValueError("a progress bar needs a label (desc=...)")
     n = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)
     kwargs.setdefault("leave", False)
     kwargs.setdefault("mininterval", TRAINING_INTERVAL if training else 1.0)
     disable = kwargs.pop("disable", False) or not progress_enabled() or (n is not None and n < min_items)
-    return pt.tqdm(iterable, desc=desc, total=total, unit=unit, disable=disable, **kwargs)
+    shown = pt.tqdm(iterable, desc=desc, total=total, unit=unit, disable=disable, **kwargs)
+    return _Observed(shown, iterable, desc, n) if _observers else shown
+
+
+#: Callables ``(desc, done, total)`` told of every step of every :func:`bar` loop (see :func:`observe`).
+_observers: list = []
+
+
+@contextlib.contextmanager
+def observe(callback) -> Iterator[None]:
+    """Inside: ``callback(desc, done, total)`` hears of each step of every library loop made with :func:`bar`
+    (``total`` None when unknown), whether or not its bar is shown: an overall progress display (the recipe's)
+    follows the loops of the phase it runs without each loop knowing of it."""
+    _observers.append(callback)
+    try:
+        yield
+    finally:
+        _observers.remove(callback)
+
+
+class _Observed:
+    """A bar whose steps are also reported to the observers (it counts them itself: tqdm's own count of an
+    iterated bar is written back only at redraws)."""
+
+    def __init__(self, shown, iterable, desc: str, total: Optional[int]):
+        self._shown, self._iterable, self._desc, self._total, self._done = shown, iterable, desc, total, 0
+        self._tell = list(_observers)
+
+    def _step(self, k: float) -> None:
+        self._done += k
+        for tell in self._tell:
+            tell(self._desc, self._done, self._total)
+
+    def __iter__(self):
+        for item in self._shown:
+            yield item
+            self._step(1)
+
+    def update(self, k: float = 1):
+        self._step(k)
+        return self._shown.update(k)
+
+    def __len__(self):
+        return len(self._shown)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._shown.close()
+        return False
+
+    def __getattr__(self, name):
+        return getattr(self._shown, name)
 
 
 @contextlib.contextmanager

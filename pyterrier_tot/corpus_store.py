@@ -197,7 +197,6 @@ class BookCorpus:
         return self.corpus.iloc[self._docno_pos[docnos].values].reset_index(drop=True)
 
     def _progress(self, docs: Iterable, desc: str, file=None) -> Iterable:
-        """A streamed corpus shows its progress while an index is built (a small one is done in seconds)."""
-        if self._store is None:
-            return docs
+        """The progress of an index build over the books (encoding a few thousand books with a large model takes
+        minutes on a CPU; a streamed corpus takes hours)."""
         return progress_bar(docs, total=len(self), desc=f"{self.name}: {desc}", unit="doc", file=file)

@@ -14,9 +14,10 @@ from typing import Optional, Sequence, Tuple
 
 import pyterrier as pt
 
+from pyterrier_tot._artifact import own_meta
 from pyterrier_tot._fingerprint import config_setting, fingerprint_setting
 from pyterrier_tot.encoding import PooledDocEncoder, SortedDocEncoder, encoder_model, pool_devices
-from pyterrier_tot.index_parts import slug
+from pyterrier_tot.index_parts import PART_TYPE, slug
 
 __all__ = ["flex_index", "model_key"]
 
@@ -38,14 +39,42 @@ def precision_label(precision: str) -> str:
     return "" if precision == "fp32" else f", precision={precision!r}"
 
 
+def part_settings(model: str, fields: Tuple[str, ...], max_chars: Optional[int], precision: str) -> dict:
+    """What the dense sub-index of ``model`` over ``fields`` records (a local model's weights and configuration by
+    their digests: a model retrained or reconfigured is encoded again)."""
+    return {"backend": "flex", "model": model, "fields": list(fields), "max_chars": max_chars,
+            "precision": precision, **fingerprint_setting(model), **config_setting(model)}
+
+
+def moved_part(index, model: str, fields: Tuple[str, ...], max_chars: Optional[int], precision: str,
+               settings: dict) -> Optional[Path]:
+    """A dense part built for the same weights and configuration (their digests) of a model that lived at
+    another path: a trained recipe moved with its models, or loaded from a saved artifact elsewhere. The vectors
+    are the same, so they are read where they are. None for a hub model (no digest) or when there is none."""
+    if "model_fingerprint" not in settings or not Path(index.path).is_dir():
+        return None
+    name = dense_folder(model, fields, max_chars, precision)
+    prefix = f"dense-{slug(Path(model).name)}-"
+    want = {**settings, "fingerprint": index.fingerprint, "n_docs": len(index)}
+    want.pop("model")
+    for folder in sorted(Path(index.path).glob(f"{prefix}*")):
+        # the same name but for the 8 characters of the path's hash
+        if folder.name == name or len(folder.name) != len(name) or folder.name[len(prefix) + 8:] != \
+                name[len(prefix) + 8:]:
+            continue
+        found = own_meta(folder, PART_TYPE)
+        if found is not None and {k: v for k, v in found.items() if k != "model"} == want:
+            return folder / "index.flex"
+    return None
+
+
 def flex_index(index, model: str, fields: Tuple[str, ...], max_chars: Optional[int], enc, precision: str,
                workers: int = 1, devices: Optional[Sequence[str]] = None):
     """The FlexIndex of ``enc`` (the encoder of ``model``) embeddings of ``index``'s books over ``fields``, built on
     first use (with ``workers`` processes or one per device of ``devices``) and re-opened afterwards."""
     import pyterrier_dr
 
-    settings = {"backend": "flex", "model": model, "fields": list(fields), "max_chars": max_chars,
-                "precision": precision, **fingerprint_setting(model), **config_setting(model)}
+    settings = part_settings(model, fields, max_chars, precision)
     pool = pool_devices(workers, devices, str(getattr(enc, "device", "cpu")))
 
     def build(target: Path) -> None:
@@ -57,6 +86,9 @@ def flex_index(index, model: str, fields: Tuple[str, ...], max_chars: Optional[i
         with PooledDocEncoder(enc, pool) as pooled:
             (pooled >> flex.indexer(mode="overwrite")).index(docs)
 
-    where = index._ensure_part(dense_folder(model, fields, max_chars, precision), settings, "index.flex", build)
+    sub = dense_folder(model, fields, max_chars, precision)
+    here, built = index._part(sub, settings, "index.flex", warn=False)
+    where = here if built else (moved_part(index, model, fields, max_chars, precision, settings)
+                                or index._ensure_part(sub, settings, "index.flex", build))
     # verbose=False: a bar per retrieval call (pyterrier-dr's "NumpyRetriever scoring") is noise in a pipeline
     return pyterrier_dr.FlexIndex(str(where), verbose=False)

@@ -210,7 +210,29 @@ class BookIndex(BookCorpus, IndexParts, ToTArtifact):
         retr = self.bm25(fields, num_results=depth, **bm25_kwargs)
         return BM25Scorer(retr, self.docnos, f"BM25Scorer({retr!r}, depth={depth})", unknown_docnos=unknown_docnos)
 
+    def has_bm25(self, fields: Optional[FieldsArg] = None, stemmer: str = "porter2") -> bool:
+        """Whether the PISA index over ``fields`` (default :attr:`bm25_fields`) is built; nothing is built."""
+        fields = self._bm25_fields(fields)
+        settings = {"backend": "pisa", "fields": list(fields), "stemmer": stemmer}
+        return self._part(bm25_index.bm25_folder(fields, stemmer), settings, "index.pisa", warn=False)[1]
+
     # ------------------------------------------------------------------ dense (pyterrier-dr)
+    def has_dense(self, model=None, fields: FieldsArg = ("title", "text"), max_chars: Optional[int] = None,
+                  precision: Optional[str] = None) -> bool:
+        """Whether the dense index of ``model`` over ``fields`` is built (as :meth:`dense` would read it, at
+        ``precision``, default fp32); nothing is loaded or encoded. A model folder that does not exist yet (a base
+        still to train) has none."""
+        from pyterrier_tot.models import DEFAULT_MODEL
+
+        model = dense_index.model_key(model) or DEFAULT_MODEL
+        if Path(model).expanduser().is_absolute() and not Path(model).expanduser().exists():
+            return False
+        fields, precision = fields_tuple(fields), precision or "fp32"
+        settings = dense_index.part_settings(model, fields, max_chars, precision)
+        return self._part(dense_index.dense_folder(model, fields, max_chars, precision), settings, "index.flex",
+                          warn=False)[1] or dense_index.moved_part(self, model, fields, max_chars, precision,
+                                                                   settings) is not None
+
     def flex_index(self, model=None, fields: FieldsArg = ("title", "text"),
                    max_chars: Optional[int] = None, encoder=None, workers: int = 1,
                    devices: Optional[Sequence[str]] = None, precision: Optional[str] = None):

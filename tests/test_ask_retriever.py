@@ -12,11 +12,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 from conftest import TINY_BOOKS  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot.clarinet import interactive  # noqa: E402
+from pyterrier_tot.clarinet import ask_retriever as interactive  # noqa: E402  (where ask's retriever is chosen)
 from pyterrier_tot.clarinet.interactive import ask_retriever  # noqa: E402
 from pyterrier_tot.datasets.base import BookDataset  # noqa: E402
 from pyterrier_tot.datasets.books import Book  # noqa: E402
-from pyterrier_tot.recipe import DEFAULT_BASE, bases  # noqa: E402
+from pyterrier_tot.recipe import (  # noqa: E402
+    DEFAULT_BASE,
+    bases,
+    weights,  # noqa: E402
+)
 from pyterrier_tot.recipe import tuned as recipe  # noqa: E402
 from pyterrier_tot.submission.cli import main  # noqa: E402
 
@@ -98,22 +102,16 @@ def test_the_recipe_comes_first_when_cached(index, no_training, monkeypatch):
 
 @pytest.mark.parametrize("base", [DEFAULT_BASE, "minilm"])
 def test_the_weights_looked_up_are_those_tuned_pipeline_uses(index, tmp_path, monkeypatch, base):
-    """The look-up computes the key of the fitted weights without fitting; it must be tuned_pipeline's key."""
+    """The look-up asks for the fitted weights without fitting (fitted_weights(fit=False)); the key it looks under
+    must be tuned_pipeline's."""
     monkeypatch.setattr(bases, "fine_tuned_base", lambda dataset, model="minilm", **kw: str(tmp_path / model))
-    looked_up = interactive._recipe_weights(Tiny(), index, base)[3]
+    keys = []
+    real = weights._weights_path
+    monkeypatch.setattr(weights, "_weights_path", lambda *a, **k: keys.append(real(*a, **k)) or keys[-1])
     assert interactive._cached_recipe(Tiny(), index, base) is None  # no weights there: not the recipe
-
-    class Asked(Exception):
-        pass
-
-    def record(*args, **kwargs):
-        raise Asked(real(*args, **kwargs))
-
-    real = recipe._weights_path
-    monkeypatch.setattr(recipe, "_weights_path", record)
-    with pytest.raises(Asked) as asked:
+    with pytest.raises(ptt.ModelUnavailableError, match="not fitted and train=False fits nothing"):
         ptt.tuned_pipeline(Tiny(), index, base=base, train=False, verbose=False)
-    assert asked.value.args[0] == looked_up
+    assert len(keys) == 2 and keys[0] == keys[1]
 
 
 def test_the_command_says_which_retriever_it_uses(index, no_training, monkeypatch, capsys):
@@ -138,7 +136,11 @@ def test_a_cached_recipe_is_built_from_its_weights_and_searches(index, no_traini
     folder = resolve_model(None)
     monkeypatch.setattr(bases, "fine_tuned_base", lambda dataset, model="minilm", **kw: folder
                         if model == "minilm" else None)
-    fine, helpers, extra, path = interactive._recipe_weights(Tiny(), index, "minilm")
+    fine, helpers = interactive._recipe_models(Tiny(), index, "minilm")
+    extra = recipe.recipe_priors(index, "minilm", fine) or None
+    path = recipe._weights_path(Tiny.name, index, fine, recipe.TUNING_QUERIES, recipe.TUNING_SEED, recipe.BASE_K,
+                                recipe.EXPERT_K, extra, recipe.FIT_BAGS, helpers or None,
+                                recipe.text_fingerprint(recipe.tuning_data(Tiny())[0]), "minmax")
     dp = recipe.build_pipeline(index, fine, extra_experts=extra, depth=None, helpers=helpers or None)
     record_configs(dp.fuser.save(path), configs({**fine, **helpers}))
     retriever, line = ask_retriever(index, Tiny())

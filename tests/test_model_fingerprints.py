@@ -21,6 +21,7 @@ from pyterrier_tot._fingerprint import (
 )
 from pyterrier_tot.models import load_biencoder
 from pyterrier_tot.recipe import tuned as recipe
+from pyterrier_tot.recipe import weights  # the fitted weights' key and fit live here
 from pyterrier_tot.recipe.expert_training import train_field_expert
 
 CLUES = pd.DataFrame({"qid": ["1", "2", "3", "4"], "query": ["kittens", "dragon", "spaceship", "lighthouse"],
@@ -82,7 +83,7 @@ def test_fuser_weights_are_keyed_by_the_bases_weights_not_their_folder_names(tmp
 
 
 def test_no_fine_tuned_base_hashes_nothing_and_what_cannot_be_hashed_has_no_fingerprint(tmp_path, monkeypatch):
-    monkeypatch.setattr(recipe, "model_fingerprint", lambda *a: pytest.fail("hashed a model"))
+    monkeypatch.setattr(weights, "model_fingerprint", lambda *a: pytest.fail("hashed a model"))
     recipe._weights_path("ds", None, None, 300, 0, 100, 50)          # the zero-shot recipe's key: as before
     assert model_fingerprint("sentence-transformers/all-MiniLM-L6-v2") is None      # a hub name
     (tmp_path / "empty").mkdir()
@@ -222,9 +223,9 @@ def test_fitted_weights_fit_again_when_a_models_configuration_changed(tmp_path, 
     base, helper = _train(tmp_path / "base", lr=1e-3), _train(tmp_path / "helper", lr=5e-2)
     path = tmp_path / "fuser"
     topics = pd.DataFrame({"qid": ["1"], "query": ["a sleepy cat"]})
-    monkeypatch.setattr(recipe, "train_data", lambda *a, **k: (topics, QRELS))
-    monkeypatch.setattr(recipe, "check_not_trained_on_slice", lambda *a, **k: None)
-    monkeypatch.setattr(recipe, "_weights_path", lambda *a, **k: path)
+    monkeypatch.setattr(weights, "train_data", lambda *a, **k: (topics, QRELS))
+    monkeypatch.setattr(weights, "check_not_trained_on_slice", lambda *a, **k: None)
+    monkeypatch.setattr(weights, "_weights_path", lambda *a, **k: path)
     fits = []
 
     class Stage:
@@ -242,7 +243,7 @@ def test_fitted_weights_fit_again_when_a_models_configuration_changed(tmp_path, 
             (where / "weights.json").write_text("{}")
             return where
 
-    monkeypatch.setattr(recipe, "build_pipeline", lambda *a, **k: type("Dp", (), {
+    monkeypatch.setattr(weights, "build_pipeline", lambda *a, **k: type("Dp", (), {
         "decomposer": Stage(), "candidates": Stage(), "fuser": Fuser()})())
     ds, fit = type("Ds", (), {"name": "ds"})(), lambda: recipe.fitted_weights(ds, None, fine_tuned=str(base),
                                                                               helpers={"helper": str(helper)})
@@ -283,8 +284,8 @@ def test_an_index_recorded_by_an_older_version_is_kept_until_its_model_changes(t
 def test_bumping_the_features_version_finds_no_weights_fitted_before(monkeypatch):
     key = lambda: recipe._weights_path("ds", None, None, 300, 0, 100, 50)  # noqa: E731
     before = key()
-    assert recipe.FEATURES_VERSION == 1
-    monkeypatch.setattr(recipe, "FEATURES_VERSION", 2)                # the rule clues changed, say
+    assert weights.FEATURES_VERSION == 1
+    monkeypatch.setattr(weights, "FEATURES_VERSION", 2)                # the rule clues changed, say
     assert key() != before
-    monkeypatch.setattr(recipe, "FEATURES_VERSION", 1)
+    monkeypatch.setattr(weights, "FEATURES_VERSION", 1)
     assert key() == before                                           # version 1 keeps the keys made before the tag

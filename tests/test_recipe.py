@@ -52,7 +52,8 @@ def test_weights_fitted_once_then_reused(index, tmp_path, monkeypatch):
     ds = TinyDataset()
     dp = recipe.tuned_pipeline(ds, index, fine_tuned=False, k=3, expert_k=2, verbose=False)
     assert isinstance(dp, DecompositionPipeline)
-    assert list(dp.experts) == ["dense", "bm25", "title", "title_bm25", "plot", "date"]
+    # the tiny books have years and authors: the date and author experts act
+    assert list(dp.experts) == ["dense", "bm25", "title", "title_bm25", "plot", "date", "author"]
     saved = recipe.fitted_weights(ds, index, None, k=3, expert_k=2)
     assert (saved / "pt_meta.json").is_file() and saved.parent == tmp_path / "models"
     mtime = (saved / "pt_meta.json").stat().st_mtime_ns

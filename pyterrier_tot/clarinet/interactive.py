@@ -26,22 +26,27 @@ import argparse
 import builtins
 import json
 import numbers
-import re
 import textwrap
-import warnings
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence
 
 import pandas as pd
 import pyterrier as pt
 
+from pyterrier_tot.clarinet.ask_retriever import (  # noqa: F401  (the names ask's retriever had here)
+    RETRIEVERS,
+    _cached_base,
+    _cached_recipe,
+    _dataset_of,
+    ask_retriever,
+)
 from pyterrier_tot.clarinet.distribution import RetrievalDistribution
 from pyterrier_tot.clarinet.game import update_belief
 from pyterrier_tot.clarinet.posterior import ExplicitPosterior, LanguagePosterior
 from pyterrier_tot.clarinet.questions import GENERIC_QUESTIONS, Clarifier
 from pyterrier_tot.clarinet.selection import FirstSelection
 from pyterrier_tot.clarinet.simulator import NO_MEMORY
-from pyterrier_tot.errors import BadInputError, ModelUnavailableError, ToTError
+from pyterrier_tot.errors import BadInputError
 
 STOP_WORDS = {"q", "quit", "exit", "stop"}
 #: characters of a shown book's description (one line under its title)
@@ -207,121 +212,6 @@ def interactive_search(retriever: pt.Transformer, index, request: Optional[str] 
         return session
     say("Search ended without the book.")
     return session
-
-
-# -- which retriever ask searches with --------------------------------------------------------------------------------
-#: What ``ask --retriever`` takes; left out, the first one cached (``dense`` needs nothing).
-RETRIEVERS = ("recipe", "base", "dense", "bm25")
-_LOOKUP_ERRORS = (ToTError, KeyError, ValueError, NotImplementedError, FileNotFoundError)
-
-
-def _dataset_of(index):
-    """The dataset an index was built from, by the name it recorded (a sample's name too), or None."""
-    from pyterrier_tot.datasets import get_dataset
-
-    name = str(getattr(index, "name", ""))
-    sampled = re.fullmatch(r"(.+)-sample(\d+)", name)
-    try:
-        return get_dataset(sampled[1], sample=int(sampled[2])) if sampled else get_dataset(name)
-    except _LOOKUP_ERRORS:
-        return None
-
-
-def _cached_base(dataset, index, model: str) -> Optional[str]:
-    from pyterrier_tot.recipe import bases
-
-    try:  # train=False: the folder when cached, else None; a lookup never trains
-        return bases.fine_tuned_base(dataset, train=False, verbose=False, model=model, index=index)
-    except _LOOKUP_ERRORS:
-        return None
-
-
-def _recipe_weights(dataset, index, base: str):
-    """``(fine_tuned, helpers, extra_experts, path)`` of the default recipe of ``base`` over ``dataset``, as
-    ``tuned_pipeline(dataset, index, base=base, train=False)`` asks for them, with ``path`` the folder its fitted
-    weights are cached in; None when one of its fine-tuned models is not cached. Nothing is trained or fitted."""
-    from pyterrier_tot.recipe import bases
-    from pyterrier_tot.recipe import tuned as recipe
-
-    found = {}
-    for model in (base, *bases.default_helpers(base)):
-        path = _cached_base(dataset, index, model)
-        if path is None:
-            return None
-        found[bases.base_expert_name(model)] = path
-    fine = {bases.base_expert_name(base): found.pop(bases.base_expert_name(base))}
-    extra = recipe.recipe_priors(index, base, fine) or None
-    tuning = recipe.tuning_data(dataset)[0]
-    # the key fitted_weights files the weights under (tuned_pipeline's defaults), computed without fitting them
-    path = recipe._weights_path(dataset.name, index, fine, recipe.TUNING_QUERIES, recipe.TUNING_SEED, recipe.BASE_K,
-                                recipe.EXPERT_K, extra, recipe.FIT_BAGS, found or None,
-                                recipe.text_fingerprint(tuning), "minmax")
-    return fine, found, extra, path
-
-
-def _cached_recipe(dataset, index, base: str) -> Optional[pt.Transformer]:
-    """The recipe of ``base`` when its models and fitted weights are all cached, else None (never trains or fits)."""
-    from pyterrier_tot._fingerprint import reuse_fit
-    from pyterrier_tot.recipe import tuned as recipe
-
-    try:
-        made = _recipe_weights(dataset, index, base)
-        if made is None:
-            return None
-        fine, helpers, extra, path = made
-        with warnings.catch_warnings():  # reuse_fit's "fitting it again" is not what happens here
-            warnings.simplefilter("ignore")
-            if not (path.exists() and reuse_fit(path, {**fine, **helpers})):
-                return None
-        return recipe.build_pipeline(index, fine, weights=path, extra_experts=extra, depth=None,
-                                     helpers=helpers or None)
-    except _LOOKUP_ERRORS:
-        return None
-
-
-def ask_retriever(index, dataset=None, kind: Optional[str] = None, model: Optional[str] = None,
-                  k: int = 100) -> Tuple[pt.Transformer, str]:
-    """The retriever ``pyterrier-tot ask`` searches ``index`` with, and one line saying which and why. ``kind``
-    (one of :data:`RETRIEVERS`); left out, the best one cached: the recipe of ``dataset`` (default: the one the
-    index was built from), its fine-tuned models and fitted weights (``ptt.tuned_pipeline``), else its fine-tuned
-    base (``ptt.fine_tuned_base``), else zero-shot dense (``model``, default MiniLM). Nothing is trained or fitted
-    here: a ``recipe`` or ``base`` asked for that is not cached raises
-    :class:`~pyterrier_tot.errors.ModelUnavailableError` saying how to make it."""
-    from pyterrier_tot.recipe import DEFAULT_BASE
-    from pyterrier_tot.recipe.bases import base_expert_name, encoding_precision
-
-    tried = tuple(dict.fromkeys((DEFAULT_BASE, "minilm")))  # the default first, then make demo's fast one
-    if kind not in (None, *RETRIEVERS):
-        raise BadInputError(f"ask: retriever must be one of {list(RETRIEVERS)}, not {kind!r}")
-    if model and kind in ("recipe", "base"):
-        raise BadInputError(f"ask: --model goes with --retriever dense, not {kind}")
-    kind = kind or ("dense" if model else None)
-    if kind == "bm25":
-        return index.bm25(num_results=k), "Searching with BM25 (--retriever bm25)."
-    if kind == "dense":
-        return index.dense(model, num_results=k), f"Searching with dense retrieval ({model or 'MiniLM'}, as asked)."
-    dataset = dataset if dataset is not None else _dataset_of(index)
-    name = getattr(dataset, "name", None)
-    train = f"ptt.tuned_pipeline(ds) of {name} trains them once"
-    if dataset is not None and kind in (None, "recipe"):
-        for base in tried:
-            found = _cached_recipe(dataset, index, base)
-            if found is not None:
-                return found, f"Searching with the recipe of {name} (fine-tuned {base} base, fitted weights)."
-    why = f"the recipe's models for {name} are not cached ({train})" if dataset is not None else \
-        f"the index names no dataset ({getattr(index, 'name', '?')!r}) whose fine-tuned models could be looked up"
-    if kind == "recipe":
-        raise ModelUnavailableError(f"ask: {why}; ask never trains (--retriever base, dense or bm25 need no recipe)")
-    if dataset is not None:
-        for base in tried:
-            path = _cached_base(dataset, index, base)
-            if path is not None:
-                found = index.dense(path, num_results=k, precision=encoding_precision(base_expert_name(base)))
-                return found, f"Searching with the fine-tuned {base} base of {name}" + ("." if kind else f": {why}.")
-        why = f"no fine-tuned model of {name} is cached ({train})"
-    if kind == "base":
-        raise ModelUnavailableError(f"ask: {why}; ask never trains (--retriever dense or bm25 need no training)")
-    return index.dense(None, num_results=k), f"Searching with dense retrieval (MiniLM, not fine-tuned): {why}."
 
 
 # -- the terminal: pyterrier-tot ask ----------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from pyterrier_tot._util import require_columns
+from pyterrier_tot.bars import bar as progress_bar
 
 #: Measures computed from the relevant rows' ranks (others go through ir_measures, which cannot weigh queries).
 FAST_MEASURES = ("R", "Success", "RR")
@@ -210,7 +211,7 @@ def bagged_weights(evaluator: FastEvaluator, init: np.ndarray, floor_w: Optional
     judged = np.flatnonzero(evaluator.judged > 0)  # resample the queries that are measured
     n = len(judged)
     found = []
-    for _ in range(bags):
+    for _ in progress_bar(range(bags), desc="fuser: bootstrap fits", unit="fit"):
         counts = np.zeros(len(evaluator.uq))
         counts[judged] = rng.multinomial(n, np.full(n, 1.0 / n))
         ev = evaluator.reweighted(counts)

@@ -76,7 +76,8 @@ class FieldExpert(pt.Transformer):
     :param backend: ``"dense"`` (any sentence-transformers model name or directory) or ``"bm25"`` (PISA)
     :param model: dense model (default all-MiniLM-L6-v2); ignored for BM25
     :param clue: the input column holding the clue (default ``clue_<field>``, or ``query``)
-    :param book_fields: book field(s) indexed (default ``FIELD_FOR_CLUE[field]``; ``title`` + ``text`` for query)
+    :param book_fields: book field(s) indexed (default ``FIELD_FOR_CLUE[field]``; for the query ``title`` +
+        ``text``, with BM25 also the author where books have one)
     :param num_results: depth of retriever mode
     :param normalise: ``minmax`` (default), ``zscore``, ``rr`` or ``None``
     :param scorer_depth: BM25 scorer mode: how deep to retrieve before joining onto the candidates
@@ -108,8 +109,12 @@ class FieldExpert(pt.Transformer):
         self.backend = backend
         self.model = model
         self.clue = clue or ("query" if field == "query" else clue_column(field))
-        if book_fields is None:
-            book_fields = ("title", "text") if field == "query" else (FIELD_FOR_CLUE[field],)
+        if book_fields is None and field == "query":
+            # the full query reads what BM25 reads by default (title + text, and the author where books have one;
+            # BookIndex.bm25_fields); a dense model reads title + text, as the library's bi-encoders are trained
+            book_fields = getattr(index, "bm25_fields", ("title", "text")) if backend == "bm25" else ("title", "text")
+        elif book_fields is None:
+            book_fields = (FIELD_FOR_CLUE[field],)
         self.book_fields = (book_fields,) if isinstance(book_fields, str) else tuple(book_fields)
         self.num_results = num_results
         self.normalise = normalise

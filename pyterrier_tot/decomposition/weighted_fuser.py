@@ -183,7 +183,10 @@ class WeightedFuser(pt.Transformer):
             return [mat[:, j] for j in range(self.n)]
         keys = base[["qid", "docno"]]
         out = []
-        for expert in progress_bar(self.experts, desc="fuser: experts", min_items=4, disable=len(base) < 5000):
+        # experts differ a hundredfold in cost (a dense one encodes every query, BM25 looks terms up): the bar counts
+        # them and shows the time spent, not a remaining time extrapolated from the cheap ones
+        for expert in progress_bar(self.experts, desc="fuser: experts", unit="expert", min_items=4,
+                                   disable=len(base) < 5000, bar_format="{desc}: {n_fmt}/{total_fmt} [{elapsed}]"):
             res = expert(base.copy())
             if len(res):
                 require_columns(res, ["qid", "docno", "score"], f"output of {expert!r}")

@@ -394,12 +394,17 @@ def fine_tuned_bases(dataset, index=None, base: Union[str, Sequence[str]] = "mpn
             missing.append(model)
         else:
             found[base_expert_name(model)] = path
+    warn_untrained(role, missing, found)
+    return found
+
+
+def warn_untrained(role: str, missing: Sequence[str], found: Dict[str, str]) -> None:
+    """The warning of a recipe built without some of its fine-tuned models (``train=False``)."""
     if missing:
         rest = "the pipeline is built without them" if role != "base" else f"the pipeline is built on " \
             f"{sorted(found)} alone" if found else "the pipeline falls back to the zero-shot MiniLM base"
-        warnings.warn(f"fine-tuned {role}(s) {missing} are not trained and train=False: {rest}; its numbers are not "
-                      "the recipe's (train=True trains them once)", stacklevel=3)
-    return found
+        warnings.warn(f"fine-tuned {role}(s) {list(missing)} are not trained and train=False: {rest}; its numbers "
+                      "are not the recipe's (train=True trains them once)", stacklevel=4)
 
 
 def as_bases(base: Union[str, Sequence[str]]) -> List[str]:

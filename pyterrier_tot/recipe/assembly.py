@@ -1,0 +1,140 @@
+"""The recipe's pipeline put together: its experts over an index, the candidates they draw, the fuser, the tail.
+
+:func:`build_pipeline` is the one place that knows what the recipe is made of (:func:`recipe_experts`): the
+fine-tuned base(s) and helpers, zero-shot dense and BM25 on the full query, dense and BM25 title experts, a dense
+plot expert, and, where the corpus has them, the date expert (years) and the author expert (authors). Fitting
+the weights (:mod:`~pyterrier_tot.recipe.weights`) and the one-call recipe (:mod:`~pyterrier_tot.recipe.tuned`)
+build on it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import pyterrier as pt
+
+from pyterrier_tot.decomposition.date_expert import DateExpert
+from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert
+from pyterrier_tot.decomposition.pipeline import DecompositionPipeline, decomposition_pipeline
+from pyterrier_tot.recipe.bases import encoding_precision
+from pyterrier_tot.recipe.protocol import as_path
+
+#: Depth of the base retriever and of each expert / BM25 retrieval joining the candidates.
+BASE_K, EXPERT_K = 100, 50
+#: Books per query of the recipe's ranking: the fused candidates, then the rest of the base's ranking.
+DEPTH = 1000
+#: With several fine-tuned bases, how deep each retrieves before their scores are summed for the candidates.
+MULTI_BASE_DEPTH = 1000
+#: What ``fine_tuned`` may be: True (train / reuse the bases), a model folder, {expert name: folder}, or None.
+FineTuned = Union[bool, str, Path, Dict[str, str], None]
+
+
+def fine_tuned_models(fine_tuned: FineTuned) -> Dict[str, str]:
+    """``fine_tuned`` as {expert name: model folder}: a folder (or a saved model) is the ``dense_ft`` base, a
+    dict is taken as it is, None / False is no fine-tuned base."""
+    if fine_tuned is None or fine_tuned is False:
+        return {}
+    if fine_tuned is True:
+        raise ValueError("fine_tuned=True is resolved by tuned_pipeline; here pass the model folder(s)")
+    if isinstance(fine_tuned, dict):
+        return {str(name): as_path(path) for name, path in fine_tuned.items()}
+    return {"dense_ft": as_path(fine_tuned)}
+
+
+def recipe_experts(index, fine_tuned: FineTuned = None,
+                   helpers: Optional[Dict[str, str]] = None) -> Tuple[Dict[str, pt.Transformer], str, List[str]]:
+    """The recipe's experts over ``index`` (same names on every corpus, so fitted weights transfer), the name of
+    the base expert and the names of the experts whose retrievals join the candidates. ``fine_tuned``: a model
+    folder or {expert name: folder} (several fine-tuned bases; the first is the base expert). ``helpers``:
+    {expert name: folder} of fine-tuned models that score the candidates beside the base (:data:`HELPERS`)."""
+    fts, helpers = fine_tuned_models(fine_tuned), dict(helpers or {})
+    clash = sorted(set(fts) & set(helpers))
+    if clash:
+        raise ValueError(f"helpers {clash} are also bases; a model is a base or a helper, not both")
+    taken = sorted(set(helpers) & {"dense", "bm25", "title", "title_bm25", "plot", "date", "author"})
+    if taken:
+        raise ValueError(f"helpers {taken} have the names of the recipe's own experts; name them otherwise")
+    experts: Dict[str, pt.Transformer] = {name: base_expert(index, "dense", model=path,
+                                                            precision=encoding_precision(name))
+                                          for name, path in {**fts, **helpers}.items()}
+    experts.update(dense=base_expert(index, "dense"), bm25=base_expert(index, "bm25"),
+                   title=FieldExpert(index, "title", "dense"), title_bm25=FieldExpert(index, "title", "bm25"),
+                   plot=FieldExpert(index, "plot", "dense"))
+    if _date_acts(index):
+        experts["date"] = DateExpert(index)
+    if _author_acts(index):
+        experts["author"] = FieldExpert(index, "author", "bm25")
+    names = list(fts)
+    base_name = names[0] if names else "dense"
+    candidate_experts = ["bm25", "title", "title_bm25"] + names[1:] + (["dense"] if names else [])
+    return experts, base_name, candidate_experts
+
+
+def _date_acts(index) -> bool:
+    """Whether the date expert tells books apart on ``index`` (not on a corpus without years, e.g. Reddit-TOMT)."""
+    return DateExpert.acts(index)
+
+
+def _author_acts(index) -> bool:
+    """Whether the books of ``index`` have authors (not Reddit-TOMT's): then the rule clues' author clue is
+    matched against them by an ``author`` expert (BM25: names are words, not meanings), weighted like the others."""
+    return "author" in getattr(index, "bm25_fields", ("title", "text"))
+
+
+def candidate_base(experts: Dict[str, pt.Transformer], names: Sequence[str], k: int = BASE_K) -> pt.Transformer:
+    """The retriever whose top ``k`` seeds the candidates: the one base expert, or with several the sum of their
+    raw (cosine) scores, each retrieving :data:`MULTI_BASE_DEPTH` deep."""
+    if len(names) == 1:
+        return experts[names[0]].retriever(k)
+    summed = experts[names[0]].retriever(MULTI_BASE_DEPTH)
+    for name in names[1:]:
+        summed = summed + experts[name].retriever(MULTI_BASE_DEPTH)
+    return summed % k
+
+
+def _with_extra(experts: Dict[str, pt.Transformer],
+                extra_experts: Optional[Dict[str, pt.Transformer]]) -> Dict[str, pt.Transformer]:
+    for name, expert in (extra_experts or {}).items():
+        if name in experts:
+            raise ValueError(f"extra expert {name!r} has the name of a recipe expert; recipe experts are "
+                             f"{list(experts)}")
+        if not isinstance(expert, pt.Transformer):
+            raise TypeError(f"extra expert {name!r} must be a pt.Transformer (scorer mode), "
+                            f"not {type(expert).__name__}")
+        experts[name] = expert
+    return experts
+
+
+def build_pipeline(index, fine_tuned: FineTuned = None, decomposer: Optional[pt.Transformer] = None,
+                   weights=None, k: int = BASE_K, expert_k: int = EXPERT_K,
+                   extra_experts: Optional[Dict[str, pt.Transformer]] = None,
+                   depth: Optional[int] = DEPTH, helpers: Optional[Dict[str, str]] = None,
+                   normalise: str = "minmax", only: Optional[Sequence[str]] = None) -> DecompositionPipeline:
+    """decomposer (default the rule extractor) >> candidates >> the recipe's experts >> fuser (``weights``: a
+    dict, a list or a saved fuser; default all 1), then the rest of the base's ranking below the fused
+    candidates up to ``depth`` books per query (``None``: the fused candidates only). ``fine_tuned``: a model
+    folder or {expert name: folder}. ``extra_experts``: more name → scorer-mode experts (e.g. a generative
+    retriever's scores) that the fuser weighs beside the recipe's own; they do not add candidates. ``helpers``:
+    {expert name: folder} of fine-tuned second-opinion models (see :func:`recipe_experts`). ``normalise``: how the
+    fuser puts the experts on one scale (``minmax``, the default, or ``zscore``, ``rr``; saved weights keep their
+    own). ``only``: keep these experts alone (the names of weights fitted on another corpus)."""
+    from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor
+
+    experts, base_name, cands = recipe_experts(index, fine_tuned, helpers)
+    experts = _with_extra(experts, extra_experts)
+    if only is not None:  # the experts some fitted weights know (a recipe applied to another corpus)
+        experts = {n: e for n, e in experts.items() if n in set(only)}
+        cands = [n for n in cands if n in experts]
+    weights = str(weights) if isinstance(weights, Path) else weights
+    names = list(fine_tuned_models(fine_tuned)) or [base_name]
+    dp = decomposition_pipeline(index, decomposer if decomposer is not None else RuleClueExtractor(),
+                                experts=experts, base=candidate_base(experts, names, k), k=k, expert_k=expert_k,
+                                candidate_experts=cands, weights=weights, normalise=normalise)
+    if depth is not None and depth > k:
+        dp.tail, dp.depth = candidate_base(experts, names, depth), int(depth)
+    return dp
+
+
+def base_names(fine_tuned: FineTuned) -> List[str]:
+    """The names of the recipe's base expert(s): the fine-tuned bases, or zero-shot ``dense`` without one."""
+    return list(fine_tuned_models(fine_tuned)) or ["dense"]

@@ -1,0 +1,292 @@
+"""What a call of the recipe will do before it does it, what that costs on this machine, and one progress display.
+
+:func:`~pyterrier_tot.recipe.tuned.tuned_pipeline` on a cold cache trains models for most of an hour on a laptop's
+CPU. Before anything runs it prints a :class:`RecipePlan`: each step (train a base, train its helper, build the
+BM25 indexes, encode the books with each model, fit the fuser), which of them are cached already, and an estimate
+of each from this machine: two training steps of each model to train and a few dozen books of each encoding are
+timed here first (so bf16 or fp32, CPU or GPU, and the machine's speed are all in it). Then one overall progress
+bar (:class:`RecipeProgress`), in estimated seconds, follows the steps' own loops: its remaining time is the
+estimate corrected by the pace actually seen. ``verbose=False`` silences both.
+
+    plan = recipe_plan(ds, index, base="mpnet")        # nothing is trained; the timing steps take a minute or so
+    print(plan)                                         # the steps, what is cached, the total
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+import pandas as pd
+
+from pyterrier_tot import bars
+
+#: Seconds of one bootstrap ascent of the fuser on 300 queries (30 are averaged) and of scoring one tuning query
+#: with one BM25 / date / prior expert, measured on the reference machine (two AMD EPYC cores with native bf16,
+#: Reddit-TOMT, the default's eight experts); scaled here by how fast this machine encodes against that one.
+REFERENCE = {"bag_s": 4.0, "cheap_expert_query_s": 0.004, "minilm_book_s": 0.0062}
+#: Books and queries timed for an encoding estimate, and training steps for a training estimate (the first of
+#: each is a warm-up and is not counted).
+ENCODE_SAMPLE, TRAIN_STEPS = 48, 2
+
+
+@dataclass
+class Step:
+    """One step of a plan: ``kind`` (train, index, encode, fit), what it does, whether it is cached, its estimate
+    in seconds (0 when cached), how it was estimated, the labels of the library loops it runs (its progress) and
+    what the step is run with (e.g. the field sets of the BM25 indexes)."""
+
+    kind: str
+    what: str
+    cached: bool
+    seconds: float = 0.0
+    how: str = ""
+    loops: Tuple[str, ...] = ()
+    args: tuple = ()
+
+
+@dataclass
+class RecipePlan:
+    """The steps of a recipe call on this machine (see the module docs); ``str(plan)`` is what is printed."""
+
+    steps: List[Step]
+    machine: str
+    title: str = "the recipe"
+    notes: List[str] = field(default_factory=list)
+
+    @property
+    def todo(self) -> List[Step]:
+        return [s for s in self.steps if not s.cached]
+
+    @property
+    def seconds(self) -> float:
+        return sum(s.seconds for s in self.todo)
+
+    def __str__(self) -> str:
+        if not self.todo:
+            return f"{self.title}: everything is cached; building the pipeline takes seconds"
+        lines = [f"{self.title}, first call on this machine ({self.machine}):"]
+        for i, s in enumerate(self.todo, 1):
+            lines.append(f"  {i}. {s.what}: about {duration(s.seconds)}" + (f" ({s.how})" if s.how else ""))
+        done = [s.what for s in self.steps if s.cached]
+        if done:
+            lines.append("  cached already: " + "; ".join(done))
+        lines.append(f"  in all about {duration(self.seconds)}; later calls reuse all of it")
+        lines += [f"  {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def progress(self, enabled: bool = True) -> "RecipeProgress":
+        return RecipeProgress(self, enabled)
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` as a reader says it: 40 s, 3 min, 1 h 10 min."""
+    if seconds < 60:
+        return f"{max(1, round(seconds))} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def machine() -> str:
+    """This machine as the plan names it: the GPU, or the CPU cores and whether they run bf16 natively."""
+    import torch
+
+    from pyterrier_tot.models import native_bf16
+
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cpu = platform.processor() or platform.machine()
+    return f"{cores} CPU cores ({cpu}), {'native bf16' if native_bf16() else 'fp32 only: no native bf16'}"
+
+
+# ----------------------------------------------------------------------------------------------- timing here
+@functools.lru_cache(maxsize=16)
+def training_step_seconds(model: str, batch_size: int, max_seq_length: int, amp: bool, freeze_layers: int,
+                          examples: Tuple[Tuple[str, ...], ...]) -> float:
+    """Seconds of one optimisation step of ``model`` on ``examples`` (one batch), as training takes it on this
+    machine: the first of :data:`TRAIN_STEPS` steps warms up and is not counted."""
+    import torch
+    from sentence_transformers import InputExample, SentenceTransformer
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    from pyterrier_tot.bars import quiet_loading
+    from pyterrier_tot.models import resolve_model, training_device
+    from pyterrier_tot.recipe.training_loop import freeze_lower_layers
+
+    device = training_device()
+    with quiet_loading():
+        st = SentenceTransformer(resolve_model(model), device=device)
+    st.max_seq_length = max_seq_length
+    if freeze_layers:
+        freeze_lower_layers(st, freeze_layers)
+    loss = MultipleNegativesRankingLoss(st)
+    opt = torch.optim.AdamW([p for p in loss.parameters() if p.requires_grad], lr=1e-5)
+    features, labels = st.smart_batching_collate([InputExample(texts=list(ex)) for ex in examples[:batch_size]])
+    features = [{k: v.to(device) if hasattr(v, "to") else v for k, v in f.items()} for f in features]
+    times = []
+    for _ in range(TRAIN_STEPS):
+        t0 = time.perf_counter()
+        with torch.autocast(torch.device(device).type, dtype=torch.bfloat16) if amp else contextlib.nullcontext():
+            value = loss(features, labels)
+        value.backward()
+        opt.step()
+        opt.zero_grad()
+        if device != "cpu":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    del st, loss, opt
+    return float(sum(times[1:]) / max(1, len(times) - 1))
+
+
+@functools.lru_cache(maxsize=32)
+def encoding_seconds(model: str, texts: Tuple[str, ...], precision: str = "fp32") -> float:
+    """Seconds per text for ``model`` to encode texts like ``texts`` on this machine (the first batch warms up)."""
+    from pyterrier_tot.models import load_biencoder
+
+    enc = load_biencoder(model, precision=precision)
+    batch = 16
+    enc.encode_docs(list(texts[:batch]), batch_size=batch)
+    rest = list(texts[batch:]) or list(texts)
+    t0 = time.perf_counter()
+    enc.encode_docs(rest, batch_size=batch)
+    return (time.perf_counter() - t0) / len(rest)
+
+
+# ----------------------------------------------------------------------------------------------- the plan
+@dataclass
+class Training:
+    """A model the call would train: its folder, base model, settings and training examples."""
+
+    role: str
+    model: str
+    folder: str
+    settings: dict
+    n_examples: int
+    sample: Tuple[Tuple[str, ...], ...]
+    runs: int = 1
+
+
+def training_step(t: Training, cached: bool) -> Step:
+    s = t.settings
+    per_epoch = max(1, t.n_examples // max(2, min(s["batch_size"], t.n_examples)))
+    steps = t.runs * s["epoch"] * (min(per_epoch, s["max_steps"]) if s.get("max_steps") else per_epoch)
+    what = f"train the {t.model} {t.role}: {steps} steps" + (f" ({t.runs} runs averaged)" if t.runs > 1 else "")
+    if cached:
+        return Step("train", f"the {t.model} {t.role}", True)
+    from pyterrier_tot.recipe.bases import _hub_name
+
+    per_step = training_step_seconds(_hub_name(t.model), s["batch_size"], s["max_seq_length"], bool(s["amp"]),
+                                     int(s.get("freeze_layers", 0)), t.sample)
+    # the loop's own cost beside the steps: loading, an epoch's batching, saving each checkpoint
+    seconds = steps * per_step + 10 * t.runs
+    return Step("train", what, False, seconds, f"{per_step:.1f} s a step timed here", ("training",))
+
+
+def encoding_steps(index, parts: Sequence[Tuple[str, Tuple[str, ...], Optional[int], str, str]],
+                   timing_model: Dict[str, str]) -> List[Step]:
+    """One step per dense part ``(model, fields, max_chars, precision, label)`` to encode, timed on a sample of
+    the books with ``timing_model[model]`` (a base not trained yet is timed with the model it starts from)."""
+    out = []
+    for model, fields, max_chars, precision, label in parts:
+        if index.has_dense(model, fields, max_chars, precision):
+            out.append(Step("encode", f"{label} index", True))
+            continue
+        sample = tuple(index.field_text(fields, max_chars)[:ENCODE_SAMPLE]) if not index.streamed else ()
+        per_book = encoding_seconds(timing_model.get(model, model), sample, precision) if sample else 0.01
+        out.append(Step("encode", f"encode {len(index):,} books for the {label} index", False,
+                        len(index) * per_book + 5, f"{1 / per_book:.0f} books/s timed here", ("dense",)))
+    return out
+
+
+def fit_step(n_queries: int, experts: Dict[str, object], bags: int, query_seconds: Dict[str, float],
+             cpu_factor: float, cached: bool) -> Step:
+    """The fuser's fit: every expert scores the tuning queries' candidates (a dense expert encodes each query:
+    ``query_seconds[name]`` a query), then ``bags`` bootstrap ascents."""
+    if cached:
+        return Step("fit", "the fuser's weights", True)
+    encode = sum(query_seconds.get(name, REFERENCE["cheap_expert_query_s"] * cpu_factor) for name in experts)
+    # an ascent's cost grows with the queries it ranks (the reference: 300)
+    seconds = n_queries * encode + max(1, bags) * REFERENCE["bag_s"] * cpu_factor * n_queries / 300
+    return Step("fit", f"fit the fuser on {n_queries} tuning queries ({len(experts)} experts, "
+                f"{bags or 1} bootstrap ascents)", False, seconds, "queries encoded at the rate timed here",
+                ("fuser",))
+
+
+# ----------------------------------------------------------------------------------------------- progress
+class RecipeProgress:
+    """One progress bar over a plan, in estimated seconds: inside :meth:`step`, the library loops of that step
+    (:func:`pyterrier_tot.bars.observe`) move it in proportion to their own progress; the bar's remaining time is
+    the plan's estimate scaled by the pace seen so far. Shown only with something to do and bars enabled."""
+
+    def __init__(self, plan: RecipePlan, enabled: bool = True):
+        self.plan, self.done = plan, 0.0
+        total = max(1, int(round(plan.seconds)))
+        self.bar = bars.bar(total=total, desc=f"{plan.title} (estimated seconds)", unit="s", min_items=1,
+                            disable=not enabled or not plan.todo, mininterval=2.0,
+                            bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]")
+
+    def __enter__(self) -> "RecipeProgress":
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.bar.close()
+        return False
+
+    def _show(self, value: float) -> None:
+        value = min(float(self.bar.total or 0), value)
+        if value > self.bar.n:
+            self.bar.update(value - self.bar.n)  # tqdm redraws at most every mininterval
+
+    @contextlib.contextmanager
+    def step(self, step: Optional[Step]) -> Iterator[None]:
+        """Run one step of the plan (None, or a cached step: nothing to follow)."""
+        if step is None or step.cached:
+            yield
+            return
+        start = self.done
+
+        def seen(desc: str, done: float, total: Optional[int]) -> None:
+            if total and any(desc.startswith(p) or p in desc for p in step.loops):
+                self._show(start + step.seconds * min(1.0, done / total))
+
+        with bars.observe(seen):
+            yield
+        self.done = start + step.seconds
+        self._show(self.done)
+
+
+def frame_sample(pairs: Sequence[Tuple[str, ...]], n: int = 16) -> Tuple[Tuple[str, ...], ...]:
+    """The first ``n`` examples, as the hashable sample a timing takes."""
+    return tuple(tuple(str(t) for t in ex) for ex in list(pairs)[:n])
+
+
+def query_sample(topics: pd.DataFrame, n: int = ENCODE_SAMPLE) -> Tuple[str, ...]:
+    return tuple(str(q) for q in topics["query"].head(n))
+
+
+def folder_done(folder: Optional[str]) -> bool:
+    from pyterrier_tot.recipe.protocol import complete_model
+
+    return folder is not None and complete_model(Path(folder))
+
+
+def fit_cpu_factor() -> float:
+    """How much slower than the reference machine this one encodes (MiniLM, a book sample): scales the parts of
+    the fuser's fit that are not timed here. 1.0 when it cannot be timed."""
+    try:
+        texts = tuple(f"a book about {w} and a dog named Max, set in a small town by the sea " * 2
+                      for w in range(ENCODE_SAMPLE))
+        return max(0.05, encoding_seconds("minilm", texts) / REFERENCE["minilm_book_s"])
+    except Exception:  # noqa: BLE001  (an estimate only: a missing model must not stop the recipe)
+        return 1.0
+
+
+def rounded_minutes(seconds: float) -> int:
+    return int(math.ceil(seconds / 60.0))
