@@ -17,7 +17,7 @@ from pyterrier_tot.errors import (ToTError, ModelUnavailableError, DatasetUnavai
                                   StreamedCorpusError, CorruptArtifactError)
 from pyterrier_tot.normalise import Normalise, normalise_scores, linear_fusion
 from pyterrier_tot.bars import set_progress, progress, progress_enabled
-from pyterrier_tot.datasets import get_dataset, list_datasets
+from pyterrier_tot.datasets import get_dataset, list_datasets, own_catalogue, OwnCatalogue
 from pyterrier_tot.datasets.books import Book, BOOK_FIELDS, parse_year
 from pyterrier_tot.index import BookIndex, tokenise_query
 from pyterrier_tot.models import resolve_model, load_biencoder, BiEncoderModel
@@ -34,7 +34,8 @@ from pyterrier_tot.decomposition import (CLUE_FIELDS, CLUE_COLUMNS, YEAR_COLUMN,
                                          NoDatesWarning, corpus_has_dates)
 from pyterrier_tot.recipe import (train_biencoder, train_base_retriever, train_field_expert, load_clue_cache,
                                   tuning_split, fine_tuned_base, tuned_pipeline, TrainingSet, tuning_data,
-                                  DensityPrior, book_density)
+                                  DensityPrior, book_density, TunedPipeline, RecipeArtifact, RecipePlan,
+                                  recipe_plan)
 from pyterrier_tot.covers import CoverRanker, CoverIndex, ClipModel, ClipCheckpoint, finetune_clip, CoverClipTrainer
 from pyterrier_tot.rerank import DenseReranker, ListwiseReranker, PointwiseLLMReranker
 from pyterrier_tot.submission.title_namer import TitleNamer
@@ -58,7 +59,8 @@ __all__ = [
     "BadInputTypeError", "LockTimeoutError", "NoResultsWarning", "UnknownDocnoWarning", "LLMUnavailableError",
     "StreamedCorpusError", "CorruptArtifactError",
     # data and indexes
-    "get_dataset", "list_datasets", "Book", "BOOK_FIELDS", "parse_year", "BookIndex", "tokenise_query",
+    "get_dataset", "list_datasets", "own_catalogue", "OwnCatalogue",
+    "Book", "BOOK_FIELDS", "parse_year", "BookIndex", "tokenise_query",
     "resolve_model", "load_biencoder", "BiEncoderModel", "SafeRetriever", "DenseRetriever", "DenseScorer",
     "BM25Scorer", "TextLoader", "Normalise", "normalise_scores", "linear_fusion",
     # progress output
@@ -77,7 +79,7 @@ __all__ = [
     "train_biencoder", "train_base_retriever", "train_field_expert", "load_clue_cache", "decomposition_pipeline",
     "DecompositionPipeline", "CandidateUnion", "ClueLookup", "tuning_split", "fine_tuned_base", "tuned_pipeline",
     "tuning_data", "clues_na_as_none", "NoDatesWarning", "corpus_has_dates", "DensityPrior", "book_density",
-    "TrainingSet",
+    "TrainingSet", "TunedPipeline", "RecipeArtifact", "RecipePlan", "recipe_plan",
     # covers, rerankers
     "CoverRanker", "CoverIndex", "ClipModel", "ClipCheckpoint", "finetune_clip", "CoverClipTrainer", "DenseReranker",
     "ListwiseReranker", "PointwiseLLMReranker", "TitleNamer",

@@ -13,7 +13,7 @@ from conftest import TINY_BOOKS
 
 from pyterrier_tot.index import BookIndex
 from pyterrier_tot.models import BiEncoderModel, ModelUnavailableError, resolve_model
-from pyterrier_tot.recipe import bases
+from pyterrier_tot.recipe import bases, hard_negatives
 from pyterrier_tot.recipe import tuned as recipe
 from pyterrier_tot.recipe.expert_training import build_pairs, train_biencoder, training_metadata
 
@@ -362,13 +362,13 @@ def test_hard_negative_round_mines_the_near_misses_of_its_own_base(index, tmp_pa
     monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
     ds = TinyDataset()
     kw = dict(max_steps=1, batch_size=4, max_seq_length=32)
-    models = bases.fine_tuned_hard(ds, index, epochs=1, n_negatives=1, depth=2, n=4, miners=("base",),
+    models = hard_negatives.fine_tuned_hard(ds, index, epochs=1, n_negatives=1, depth=2, n=4, miners=("base",),
                                    clue_forms=False, verbose=False, **kw)
     assert sorted(models) == [0, 1] and models[0] == bases.fine_tuned_base(ds, 4, index=index, train=False)
     meta = training_metadata(models[1])
     assert meta["mined_from"] == ["base"] and meta["start"] == models[0].rsplit("/", 1)[-1]
     # each negative is one of the base model's own top-2 books for that query, never its gold book
-    examples = bases.hard_negative_examples(ds, index, n_negatives=1, depth=2, n=4, clue_forms=False,
+    examples = hard_negatives.hard_negative_examples(ds, index, n_negatives=1, depth=2, n=4, clue_forms=False,
                                             miners=("base",), base_model=models[0])
     rest, qrels = bases.train_data(ds, "rest", 4)
     top = (index.dense(models[0]) % 2)(rest)
@@ -380,9 +380,9 @@ def test_hard_negative_round_mines_the_near_misses_of_its_own_base(index, tmp_pa
         neg = next(d for d, t in text.items() if negative.startswith(t))
         assert neg in top_of[query] and neg != gold[query]
     with pytest.raises(ValueError, match="base_model"):
-        bases.hard_negative_examples(ds, index, n=4, miners=("base",))
+        hard_negatives.hard_negative_examples(ds, index, n=4, miners=("base",))
     # names: the current MiniLM base is not the legacy one; settings that change the model change the folder
-    name = bases._hn_dir(ds, "minilm", 4, 2, 1, True, ("bm25", "base")).name
+    name = hard_negatives._hn_dir(ds, "minilm", 4, 2, 1, True, ("bm25", "base")).name
     assert name.startswith("hn-" + bases.base_dir(ds, "minilm", 4).name) and "-from-bm25+base" in name
-    assert bases._hn_dir(ds, "minilm", 4, 2, 1, True, ("bm25", "base"), train_kwargs={"lr": 5e-5}).name != name
-    assert bases._hn_dir(ds, "minilm", 4, 2, 1, True, ("bm25", "base"), depth=50).name != name
+    assert hard_negatives._hn_dir(ds, "minilm", 4, 2, 1, True, ("bm25", "base"), train_kwargs={"lr": 5e-5}).name != name
+    assert hard_negatives._hn_dir(ds, "minilm", 4, 2, 1, True, ("bm25", "base"), depth=50).name != name

@@ -13,7 +13,7 @@ import pyterrier_tot as ptt
 from pyterrier_tot import corpus_store
 from pyterrier_tot.datasets.base import BookDataset
 from pyterrier_tot.models import BiEncoderModel
-from pyterrier_tot.recipe import bases
+from pyterrier_tot.recipe import bases, hard_negatives
 from pyterrier_tot.recipe.expert_training import training_metadata
 
 # (qid, query, gold page): written like the shared 2023-train / 2024-train folders
@@ -96,12 +96,14 @@ def test_base_trains_on_a_streamed_corpus_by_docno(guarded):
 
 def test_hard_negatives_mined_and_read_by_docno(guarded):
     train, index, read = guarded
-    models = bases.fine_tuned_hard(train, index, epochs=1, n_negatives=1, n=2, miners=("bm25",), clue_forms=False,
-                                   verbose=False, max_steps=1, batch_size=3, max_seq_length=32)
+    models = hard_negatives.fine_tuned_hard(train, index, epochs=1, n_negatives=1, n=2, miners=("bm25",),
+                                            clue_forms=False, verbose=False, max_steps=1, batch_size=3,
+                                            max_seq_length=32)
     assert sorted(models) == [0, 1]
     meta = training_metadata(models[1])
     assert meta["n_negatives"] == 1 and meta["mined_from"] == ["bm25"]
-    examples = bases.hard_negative_examples(train, index, n_negatives=1, n=2, clue_forms=False, miners=("bm25",))
+    examples = hard_negatives.hard_negative_examples(train, index, n_negatives=1, n=2, clue_forms=False,
+                                                     miners=("bm25",))
     titles = {title: docno for docno, title, _ in PAGES}
     rest, qrels = bases.train_data(train, "rest", 2)
     gold_of = rest.merge(qrels, on="qid").set_index("query")["docno"].to_dict()
@@ -110,7 +112,7 @@ def test_hard_negatives_mined_and_read_by_docno(guarded):
         assert titles[gold.split("\n")[0]] == gold_of[query]           # the gold page's own text
         assert titles[negative.split("\n")[0]] != gold_of[query]       # a mined page that is not the answer
     with pytest.raises(ValueError, match="miners"):
-        bases.hard_negative_examples(train, index, miners=("splade",))
+        hard_negatives.hard_negative_examples(train, index, miners=("splade",))
 
 
 def test_reading_by_docno_skips_unknown_pages(guarded):

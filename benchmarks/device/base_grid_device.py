@@ -14,8 +14,8 @@ Each checkpoint is scored by this script's own exact dense retrieval over the 2,
 recipe's index joins them, fp32, the model's own ``max_seq_length``; not ``BookIndex.dense``, which the machine lacks)
 with the gold books' ranks kept per query, so ``report`` computes every measure and paired test here. The training is
 fp32 with torch's default matmul precision (no TF32). Hard-negative rounds train at ``train_biencoder``'s default lr
-(2e-5), as ``bases.fine_tuned_hard`` does. ``run`` imports only the modules the training loop needs (not the package's
-``__init__``), so the machine needs ``pyterrier`` importable (wheels) but not pyterrier-dr, PISA or faiss.
+(2e-5), as ``hard_negatives.fine_tuned_hard`` does. ``run`` imports only the modules the training loop needs (not the
+package's ``__init__``), so the machine needs ``pyterrier`` importable (wheels) but not pyterrier-dr, PISA or faiss.
 """
 from __future__ import annotations
 

@@ -82,7 +82,7 @@ def run(kit: Path, model_dir: str, out: Path, budget_s: float = 430.0, dry: bool
 def run_hn(kit: Path, model_dir: str, out: Path, seeds=(42, 43, 44), dry: bool = False) -> None:
     """The default's setting (batch 16, lr 3e-5, epoch 2 of 3) under ``seeds``, each followed by one hard-negative
     round mined by itself (``base_grid_device.hn_examples``: 2 of its top 30 non-gold books per request, the
-    rule-clue forms as extra anchors, one epoch at lr 2e-5 as ``bases.fine_tuned_hard``), all in bf16 autocast;
+    rule-clue forms as extra anchors, one epoch at lr 2e-5 as ``hard_negatives.fine_tuned_hard``), all in bf16 autocast;
     gold ranks of both back in ``batch_device_hn.json``. The rule, written before the run, is the batch grid's: the
     round replaces the default's base only if its seed-averaged tuning objective is above the base's with p < .05
     and its seed-averaged tuning R@5 is not lower."""

@@ -6,7 +6,7 @@ on the tuning slice against the base it continues from, and evaluated once on va
 Round 0 is the base of the recipe (``bases.fine_tuned_base``, in-batch negatives only). Round ``r`` continues
 from round ``r - 1`` for one epoch on (query, gold book, ``--negatives`` mined books) examples, the negatives
 drawn (seeded by the round) from the top ``--depth`` of each miner, gold excluded; ``base`` mines with the model
-the round continues from, so every round learns from its own near misses (``bases.fine_tuned_hard``). The round
+the round continues from, so every round learns from its own near misses (``hard_negatives.fine_tuned_hard``). The round
 kept is the one whose dense retriever scores best on the tuning slice (R@5, ties to the earlier round, so the
 base wins ties); validation is evaluated for BM25, the base and every round, each round tested against the base.
 """
@@ -23,7 +23,7 @@ import pandas as pd  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
 from pyterrier_tot.models import forget_queries, native_bf16  # noqa: E402
-from pyterrier_tot.recipe import bases  # noqa: E402
+from pyterrier_tot.recipe import bases, hard_negatives  # noqa: E402
 from pyterrier_tot.recipe import tuned as recipe
 
 MEASURES = ["R@1", "R@5", "R@10", "R@20", "R@100", "R@1000", "RR", "nDCG@10", "nDCG@1000"]
@@ -33,9 +33,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="minilm")
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--miners", nargs="+", default=["bm25", "base"], choices=list(bases.MINERS))
-    ap.add_argument("--negatives", type=int, default=bases.HN_NEGATIVES)
-    ap.add_argument("--depth", type=int, default=bases.HN_DEPTH)
+    ap.add_argument("--miners", nargs="+", default=["bm25", "base"], choices=list(hard_negatives.MINERS))
+    ap.add_argument("--negatives", type=int, default=hard_negatives.HN_NEGATIVES)
+    ap.add_argument("--depth", type=int, default=hard_negatives.HN_DEPTH)
     ap.add_argument("--no-clue-forms", action="store_true", help="train on the full queries only")
     ap.add_argument("--recipe", action="store_true",
                     help="also fit and run the recipe on the base and on the chosen round")
@@ -46,7 +46,7 @@ def main():
     t0 = time.time()
     ds = ptt.get_dataset("reddit-tomt-books")
     index = ptt.BookIndex(ds)
-    models = bases.fine_tuned_hard(ds, index, epochs=args.rounds, n_negatives=args.negatives, depth=args.depth,
+    models = hard_negatives.fine_tuned_hard(ds, index, epochs=args.rounds, n_negatives=args.negatives, depth=args.depth,
                                    clue_forms=not args.no_clue_forms, model=args.model, miners=args.miners)
     t_train = time.time() - t0
     best, table = bases.choose_epoch(ds, index, models)

@@ -42,7 +42,7 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._artifact import ToTArtifact, building, damaged, read_meta
+from pyterrier_tot._artifact import ToTArtifact, building
 from pyterrier_tot._util import require_columns
 from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.decomposition._fast_eval import (
@@ -53,10 +53,9 @@ from pyterrier_tot.decomposition._fast_eval import (
     floor_check,
 )
 from pyterrier_tot.decomposition._fast_eval import parse_metric as _parse_metric
+from pyterrier_tot.decomposition.fuser_io import WEIGHTS_FILE, WEIGHTS_TYPE, _holds_weights, _read_weights
 from pyterrier_tot.normalise import METHODS, normalise_scores
 from pyterrier_tot.policy import check_result_frame
-
-WEIGHTS_FILE = "weights.json"
 
 #: Weight grid of the coordinate ascent.
 DEFAULT_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
@@ -352,31 +351,6 @@ class WeightedFuser(pt.Transformer):
         return f"WeightedFuser({w}; normalise={self.normalise[0] if len(set(self.normalise)) == 1 else self.normalise})"
 
 
-def _holds_weights(path: Path) -> bool:
-    try:
-        _read_weights(path)
-    except (OSError, ValueError, KeyError):
-        return False
-    return True
-
-
-def _read_weights(path) -> Dict[str, Any]:
-    path = Path(str(path.path) if isinstance(path, pt.Artifact) else os.fspath(path)).expanduser()
-    if path.is_dir():
-        kind = read_meta(path).get("type")
-        if kind != FuserWeights.ARTIFACT_TYPE:
-            raise ValueError(f"{path} holds a {kind!r} artifact, not fuser weights")
-        path = path / WEIGHTS_FILE
-    try:
-        d = json.loads(path.read_text(encoding="utf8"))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise damaged(path.parent if path.name == WEIGHTS_FILE else path, path.name, e, "WeightedFuser.fit + save") \
-            from None
-    if not isinstance(d, dict) or "weights" not in d or "names" not in d:
-        raise ValueError(f"{path} is not a saved WeightedFuser (no 'names' and 'weights')")
-    return d
-
-
 class FuserWeights(ToTArtifact):
     """Saved :class:`WeightedFuser` weights: a folder with ``pt_meta.json`` and ``weights.json``.
 
@@ -385,7 +359,7 @@ class FuserWeights(ToTArtifact):
     >>> fuser = w.fuser(experts)                    # or w.fuser() for ``**`` feature-union mode
     """
 
-    ARTIFACT_TYPE = "fuser_weights"
+    ARTIFACT_TYPE = WEIGHTS_TYPE
     ARTIFACT_FORMAT = "json"
 
     def to_dict(self) -> Dict[str, Any]:

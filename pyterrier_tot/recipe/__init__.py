@@ -31,7 +31,6 @@ from pyterrier_tot.recipe.bases import (
     default_helpers,
     fine_tuned_base,
     fine_tuned_bases,
-    fine_tuned_hard,
 )
 from pyterrier_tot.recipe.density_prior import DensityPrior, book_density, recipe_priors
 from pyterrier_tot.recipe.expert_training import (
@@ -40,6 +39,7 @@ from pyterrier_tot.recipe.expert_training import (
     train_biencoder,
     train_field_expert,
 )
+from pyterrier_tot.recipe.hard_negatives import fine_tuned_hard
 from pyterrier_tot.recipe.mined_cross_encoder import fine_tuned_cross_encoder
 from pyterrier_tot.recipe.plan import RecipePlan
 from pyterrier_tot.recipe.protocol import train_data, tuning_split

@@ -8,7 +8,7 @@ from typing import Optional
 
 from pyterrier_tot._artifact import train_once
 from pyterrier_tot._util import cache_dir
-from pyterrier_tot.recipe.bases import HN_DEPTH
+from pyterrier_tot.recipe.hard_negatives import HN_DEPTH
 from pyterrier_tot.recipe.protocol import (
     TUNING_QUERIES,
     check_trained_on,

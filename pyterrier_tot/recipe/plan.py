@@ -179,7 +179,7 @@ def training_step(t: Training, cached: bool) -> Step:
     steps = t.runs * s["epoch"] * (min(per_epoch, s["max_steps"]) if s.get("max_steps") else per_epoch)
     what = f"train the {t.model} {t.role}: {steps} steps" + (f" ({t.runs} runs averaged)" if t.runs > 1 else "")
     if cached:
-        return Step("train", f"the {t.model} {t.role}", True)
+        return Step("train", f"the {t.model} {t.role} ({Path(t.folder).name})", True)
     from pyterrier_tot.recipe.bases import _hub_name
 
     per_step = training_step_seconds(_hub_name(t.model), s["batch_size"], s["max_seq_length"], bool(s["amp"]),
@@ -198,7 +198,9 @@ def encoding_steps(index, parts: Sequence[Tuple[str, Tuple[str, ...], Optional[i
         if index.has_dense(model, fields, max_chars, precision):
             out.append(Step("encode", f"{label} index", True))
             continue
-        sample = tuple(index.field_text(fields, max_chars)[:ENCODE_SAMPLE]) if not index.streamed else ()
+        # timed as the index encodes them: sorted by length, so that batches pad little
+        sample = tuple(sorted(index.field_text(fields, max_chars)[:ENCODE_SAMPLE], key=len)) \
+            if not index.streamed else ()
         per_book = encoding_seconds(timing_model.get(model, model), sample, precision) if sample else 0.01
         out.append(Step("encode", f"encode {len(index):,} books for the {label} index", False,
                         len(index) * per_book + 5, f"{1 / per_book:.0f} books/s timed here", ("dense",)))

@@ -62,8 +62,6 @@ from pyterrier_tot.recipe.assembly import (  # noqa: F401  (the recipe's names, 
 from pyterrier_tot.recipe.bases import (  # noqa: F401
     BASE_SETTINGS,
     HELPERS,
-    HN_DEPTH,
-    HN_NEGATIVES,
     TrainingSet,
     _corpus,
     _hub_name,
@@ -78,11 +76,10 @@ from pyterrier_tot.recipe.bases import (  # noqa: F401
     encoding_precision,
     fine_tuned_base,
     fine_tuned_bases,
-    fine_tuned_hard,
-    hard_negative_examples,
     warn_untrained,
 )
 from pyterrier_tot.recipe.density_prior import recipe_priors
+from pyterrier_tot.recipe.hard_negatives import HN_DEPTH, HN_NEGATIVES, fine_tuned_hard, hard_negative_examples  # noqa: F401
 from pyterrier_tot.recipe.mined_cross_encoder import (  # noqa: F401  (re-exported)
     CE_MAX_LENGTH,
     CE_NEGATIVES,
@@ -180,8 +177,10 @@ def _plan(work: _Trainings, base, k: int, expert_k: int, density: bool, normalis
     if density:
         experts.update(recipe_priors(index, base, fts))
     bm25 = sorted({e.book_fields for e in experts.values() if isinstance(e, FieldExpert) and e.backend == "bm25"})
-    steps["bm25"] = planning.Step("index", f"build {len(bm25)} BM25 indexes", all(index.has_bm25(f) for f in bm25),
-                                  5.0 + len(index) * 0.002 * len(bm25), "", ("PISA",), tuple(bm25))
+    built = all(index.has_bm25(f) for f in bm25)
+    steps["bm25"] = planning.Step("index", f"the {len(bm25)} BM25 indexes" if built else
+                                  f"build {len(bm25)} BM25 indexes", built, 5.0 + len(index) * 0.002 * len(bm25), "",
+                                  ("PISA",), tuple(bm25))
     labels = {**{t.folder: f"{t.model} base" for t in work.bases}, **{t.folder: f"{t.model} helper"
                                                                       for t in work.helpers}}
     parts: Dict[tuple, str] = {}

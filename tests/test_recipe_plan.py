@@ -1,0 +1,84 @@
+"""The first call of the recipe says what it will do and what that costs before it trains, follows it with one
+progress display, and says nothing with verbose=False; a cached recipe says everything is cached."""
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import TINY_BOOKS
+from train_once_worker import TinyDataset
+
+import pyterrier_tot as ptt
+from pyterrier_tot import bars
+from pyterrier_tot.recipe import plan as planning
+from pyterrier_tot.recipe import tuned
+
+TINY = {"max_steps": 2, "batch_size": 4, "max_seq_length": 32}
+
+
+@pytest.fixture
+def cold(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path / "cache"))
+    return TinyDataset(), ptt.BookIndex(pd.DataFrame(TINY_BOOKS), path=tmp_path / "index")
+
+
+def test_durations_read_as_people_say_them():
+    assert [planning.duration(s) for s in (0.2, 42, 60, 149, 3600, 4500)] == \
+        ["1 s", "42 s", "1 min", "2 min", "1 h 00 min", "1 h 15 min"]
+
+
+def test_the_plan_of_a_cold_call_lists_every_step_timed_here(cold):
+    ds, index = cold
+    plan = tuned.recipe_plan(ds, index, base="minilm", n=4, train_settings=TINY)
+    kinds = [s.kind for s in plan.todo]
+    assert kinds[0] == "train" and "index" in kinds and "encode" in kinds and kinds[-1] == "fit"
+    assert plan.todo[0].what == "train the minilm base: 4 steps"   # 8 queries outside the slice, batch 4: 2 x 2
+    assert all(s.seconds > 0 for s in plan.todo) and plan.seconds == sum(s.seconds for s in plan.todo)
+    text = str(plan)
+    assert text.startswith("the recipe, first call on this machine (") and "in all about" in text
+    assert "a step timed here" in text and "books/s timed here" in text
+    models = Path(os.environ["PYTERRIER_TOT_CACHE"]) / "models"
+    assert not any(models.glob("base-*")) and not list(Path(index.path).glob("dense-*"))  # nothing trained, built
+
+
+def test_the_first_call_prints_its_plan_then_trains_and_a_second_call_finds_it_all_cached(cold, capsys):
+    ds, index = cold
+    dp = tuned.tuned_pipeline(ds, index, base="minilm", n=4, k=3, expert_k=2, train_settings=TINY)
+    out = capsys.readouterr().out
+    first = out.index("the recipe, first call on this machine")
+    assert first < out.index("fine-tuning the minilm base")           # the plan comes before any training
+    assert "fit the fuser on 4 tuning queries" in out
+    again = tuned.recipe_plan(ds, index, base="minilm", n=4, k=3, expert_k=2, train_settings=TINY)
+    assert not again.todo and str(again).endswith("everything is cached; building the pipeline takes seconds")
+    tuned.tuned_pipeline(ds, index, base="minilm", n=4, k=3, expert_k=2, train_settings=TINY)
+    assert "first call" not in capsys.readouterr().out                 # cached: no plan printed
+    assert isinstance(dp, ptt.TunedPipeline)
+
+
+def test_verbose_false_prints_nothing(cold, capsys):
+    ds, index = cold
+    tuned.tuned_pipeline(ds, index, base="minilm", n=4, k=3, expert_k=2, train_settings=TINY, verbose=False)
+    assert capsys.readouterr().out == ""
+
+
+def test_the_overall_bar_follows_the_loops_of_each_step():
+    """In estimated seconds: a step's loops move the bar in proportion to their own progress; a finished step
+    counts whole; loops of another kind (not the step's) do not move it."""
+    plan = planning.RecipePlan([planning.Step("train", "train a", False, 100.0, loops=("training",)),
+                                planning.Step("fit", "fit", False, 50.0, loops=("fuser",)),
+                                planning.Step("encode", "x", True)], "here")
+    with plan.progress(enabled=True) as prog:
+        assert prog.bar.total == 150
+        with prog.step(plan.steps[0]):
+            loop = bars.bar(total=4, desc="training base", unit="step", disable=True)
+            loop.update(1)
+            assert prog.bar.n == pytest.approx(25.0)
+            for _ in bars.bar(range(3), desc="something else", disable=True):
+                pass
+            assert prog.bar.n == pytest.approx(25.0)
+        assert prog.bar.n == pytest.approx(100.0)
+        with prog.step(plan.steps[1]):
+            for _ in bars.bar(range(2), desc="fuser: bootstrap fits", disable=True):
+                pass
+        assert prog.bar.n == pytest.approx(150.0)
+    assert not bars._observers                                          # nothing left listening
