@@ -244,3 +244,16 @@ def test_validate_run_explains_and_fixes_pyterrier_ranks(tiny, tmp_path, capsys)
     bad = tmp_path / "bad.run"
     bad.write_text("q1 Q0 b2 0 1.0 t\nq1 Q0 b2 1 0.5 t\n")
     assert main(["validate-run", str(bad), "--fix"]) == 1  # a repeated docno is not a rank problem: refused
+
+
+def test_search_prints_titles_authors_and_years(tiny, capsys):
+    """``pyterrier-tot search`` shows people titles, not docnos: the retriever it used, then rank, title, author,
+    year and docno per book."""
+    assert main(["index", str(tiny / "bm25.toml")]) == 0
+    capsys.readouterr()
+    assert main(["search", "--index", str(tiny / "index"), "a ghost keeper climbing the stairs of a lighthouse",
+                 "--retriever", "bm25", "-k", "2"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] == "Searching with BM25 (--retriever bm25)." and 2 <= len(lines) <= 3
+    assert lines[1] == "  1. The Haunted Lighthouse (Fay Lorne, 2001)  [b5]"
+    assert main(["search", "nothing given"]) == 2

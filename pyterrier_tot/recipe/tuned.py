@@ -166,9 +166,11 @@ def recipe_plan(dataset, index=None, base: Union[str, Sequence[str]] = DEFAULT_B
 
 
 def _plan(work: _Trainings, base, k: int, expert_k: int, density: bool, normalise: str,
-          title: str) -> Tuple[planning.RecipePlan, Dict[str, object]]:
+          title: str, say=None) -> Tuple[planning.RecipePlan, Dict[str, object]]:
     index, dataset, n = work.index, work.dataset, work.n
     steps: Dict[str, object] = {}
+    if say and not all(planning.folder_done(t.folder) for t in work.bases + work.helpers):
+        say(f"{title}: timing a few training steps and a book sample here, to say what the first call costs...")
     for t in work.bases + work.helpers:
         steps[t.folder] = planning.training_step(t, planning.folder_done(t.folder))
     fts = {base_expert_name(t.model): t.folder for t in work.bases}
@@ -249,7 +251,8 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
     plan = None
     if verbose and train and fine_tuned is True:
         work = _Trainings(dataset, index, base, helpers if named else (), train_settings, n, helper_settings)
-        plan, steps = _plan(work, base, k, expert_k, density, normalise, "the recipe")
+        plan, steps = _plan(work, base, k, expert_k, density, normalise, "the recipe",
+                            say=lambda line: print(line, flush=True))
         if plan.todo:
             print(plan, flush=True)
     with (plan.progress() if plan is not None else contextlib.nullcontext()) as prog:

@@ -7,6 +7,7 @@
     pyterrier-tot evaluate run.txt [...] (--config CONFIG | --qrels FILE) [--topics FILE]
     pyterrier-tot experiment A.toml B.toml ... --output-dir DIR
     pyterrier-tot ask --index DIR                    find a book by answering clarification questions
+    pyterrier-tot search (--index DIR | --dataset NAME) "REQUEST" [-k 10]   the best retriever cached: titles
 
 CONFIG is a TOML file or the name of a shipped example config (``pyterrier-tot index query_stage``).
 
@@ -244,6 +245,28 @@ def cmd_experiment(args) -> int:
     return EXIT_OK
 
 
+def cmd_search(args) -> int:
+    """The top ``k`` books for one request, with titles, authors and years, from the best retriever cached (as
+    ``ask`` chooses it: the recipe, else the fine-tuned base, else dense; ``--retriever`` picks one)."""
+    from pyterrier_tot.clarinet.ask_retriever import ask_retriever
+    from pyterrier_tot.clarinet.interactive import _line
+    from pyterrier_tot.datasets import get_dataset
+    from pyterrier_tot.index import BookIndex
+
+    if bool(args.index) == bool(args.dataset):
+        raise BadInputError("search: give --index DIR or --dataset NAME")
+    if not args.request.strip():
+        raise BadInputError("search: the request is empty")
+    dataset = get_dataset(args.dataset) if args.dataset else None
+    index = BookIndex(args.index) if args.index else BookIndex(dataset)
+    retriever, line = ask_retriever(index, dataset, args.retriever, k=max(args.k, 100))
+    print(line)
+    res = (retriever % args.k >> index.text_loader(["title", "author", "year"])).search(args.request)
+    for row in res.sort_values("rank").to_dict("records"):
+        print(f"{int(row['rank']) + 1:>3}. {_line(row)}  [{row['docno']}]")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pyterrier-tot", description="Tip-of-the-tongue retrieval: index, run, check "
                                 "and evaluate pipelines described by TOML configs (docs: submission.rst).")
@@ -304,6 +327,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--split", help="dataset split instead of the configs'")
     s.add_argument("--batch-size", type=int, default=None, help="queries per pt.Experiment batch")
     s.set_defaults(func=cmd_experiment)
+
+    s = sub.add_parser("search", help="the top books for one request, with titles and authors")
+    s.add_argument("request")
+    s.add_argument("--index", help="a BookIndex folder")
+    s.add_argument("--dataset", help="a dataset name (its index is built or re-opened)")
+    s.add_argument("--retriever", choices=["recipe", "base", "dense", "bm25"],
+                   help="default: the best one cached, as ask chooses it")
+    s.add_argument("-k", type=int, default=10, help="books to show (default 10)")
+    s.set_defaults(func=cmd_search)
 
     from pyterrier_tot.clarinet.interactive import add_ask_parser
     add_ask_parser(sub)

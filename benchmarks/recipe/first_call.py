@@ -1,0 +1,99 @@
+"""What the recipe's first call costs on a cold cache, measured whole, beside what its printed plan said.
+
+    python benchmarks/recipe/first_call.py                 # this machine as it is (bf16 where it is native)
+    python benchmarks/recipe/first_call.py --fp32          # the same machine without bf16 (a CPU without it)
+    python benchmarks/recipe/first_call.py --render        # results/first_call.md from the committed JSON
+
+Each run builds everything from nothing in a fresh ``$PYTERRIER_TOT_CACHE`` (a temporary folder): the book index,
+the fine-tuned mpnet base and its MiniLM helper, every dense and BM25 sub-index, the density prior and the fuser's
+fit; only all-mpnet-base-v2's own weights are copied in first (what ``benchmarks/fetch_models.py mpnet`` puts
+there). It records the plan the call printed (its estimate), the wall-clock seconds of the whole call and of each
+model's training, and the validation numbers of the pipeline it returns, so a changed default shows here. Timing
+runs want idle cores: another heavy job on the machine slows every phase (the JSON records the load average).
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from contextlib import redirect_stdout
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+import _common  # noqa: E402
+
+NAME = "first_call"
+
+
+def one_run(fp32: bool) -> dict:
+    import pyterrier_tot as ptt
+    from pyterrier_tot import models
+    from pyterrier_tot.recipe import plan
+    from pyterrier_tot.recipe.expert_training import training_metadata
+
+    mpnet = Path(models.resolve_model("mpnet"))
+    with tempfile.TemporaryDirectory(prefix="first-call-") as tmp:
+        cache = Path(tmp) / "cache"
+        (cache / "models").mkdir(parents=True)
+        shutil.copytree(mpnet.parent if mpnet.parent.name == "all-mpnet-base-v2" else mpnet,
+                        cache / "models" / "all-mpnet-base-v2")
+        os.environ["PYTERRIER_TOT_CACHE"] = str(cache)
+        os.environ.setdefault("PYTERRIER_TOT_MPNET", str(cache / "models" / "all-mpnet-base-v2"))
+        if fp32:  # as on a CPU without native bf16: training and encoding in fp32
+            models.native_bf16 = lambda: False
+        load = os.getloadavg()
+        printed = io.StringIO()
+        t0 = time.perf_counter()
+        ds = ptt.get_dataset("reddit-tomt-books")
+        with redirect_stdout(printed):
+            dp = ptt.tuned_pipeline(ds)
+        wall = time.perf_counter() - t0
+        trained = {n: training_metadata(f)["seconds"] for part in (dp.recipe["bases"], dp.recipe["helpers"])
+                   for n, f in part.items()}
+        table = ptt.tot_experiment([dp], ds.get_topics("validation"), ds.get_qrels("validation"),
+                                   measures=["R@1", "R@5", "R@100", "RR"], names=["the default recipe"])
+        return {"fp32": fp32, "machine": plan.machine(), "wall_s": round(wall, 1), "training_s": trained,
+                "printed": printed.getvalue(),
+                "loadavg_before": load, "loadavg_after": os.getloadavg(),
+                "validation": table.to_dict("records")[0]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fp32", action="store_true")
+    args = _common.parse_or_render(ap, NAME, markdown)
+    if args is None:
+        return
+    results = _common.results_dir(__file__) / f"{NAME}.json"
+    old = json.loads(results.read_text()) if results.is_file() else {"runs": {}}
+    row = one_run(args.fp32)
+    old["runs"]["fp32" if args.fp32 else "native"] = row
+    _common.write_results(NAME, {"runs": old["runs"]}, markdown(old))
+
+
+def markdown(p: dict) -> str:
+    from pyterrier_tot.recipe.plan import duration
+
+    lines = [f"# {__doc__.splitlines()[0]}", "", __doc__.split("\n\n")[2].replace("\n", " "), "",
+             "| run | machine | whole call | mpnet base training | MiniLM helper training | printed estimate | "
+             "validation R@5 / R@100 / MRR |", "|---|---|---|---|---|---|---|"]
+    for name, r in p["runs"].items():
+        est = next((line.split("in all about ")[1].split(";")[0] for line in r["printed"].splitlines()
+                    if "in all about" in line), "")
+        v = r["validation"]
+        lines.append(f"| {name} | {r['machine']} | {duration(r['wall_s'])} ({r['wall_s']:.0f} s) | "
+                     f"{r['training_s'].get('dense_ft_mpnet', 0):.0f} s | {r['training_s'].get('dense_ft', 0):.0f} s | "
+                     f"{est} | {v['R@5']:.3f} / {v['R@100']:.3f} / {v['RR']:.3f} |")
+    lines += ["", "## What the first calls printed", ""]
+    for name, r in p["runs"].items():
+        lines += [f"### {name}", "", "```", r["printed"].strip()[:2500], "```", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
