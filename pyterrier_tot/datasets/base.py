@@ -4,15 +4,16 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import pandas as pd
 import pyterrier as pt
 
 from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.datasets.books import Book, book_iter, books_to_frame
+from pyterrier_tot.errors import BadInputError
 
-__all__ = ["BookDataset", "read_jsonl", "read_trec_qrels"]
+__all__ = ["BookDataset", "read_jsonl", "read_trec_qrels", "read_topics"]
 
 
 def read_jsonl(path: Path) -> Iterator[Dict[str, Any]]:
@@ -33,6 +34,27 @@ def read_trec_qrels(path: Path) -> pd.DataFrame:
     df = pd.read_csv(path, sep=r"\s+", names=["qid", "iter", "docno", "label"], dtype=str, engine="python")
     df["label"] = df["label"].astype(int)
     return df[["qid", "docno", "label"]].reset_index(drop=True)
+
+
+def read_topics(path: Union[str, Path]) -> pd.DataFrame:
+    """Topics from a JSONL file (``qid``/``query_id``/``id`` + ``query``, or ``title``/``text``) or a TSV file
+    (``qid<TAB>query``), as ``qid, query`` with string qids."""
+    path = Path(path)
+    if path.suffix in (".jsonl", ".json"):
+        rows = []
+        for d in read_jsonl(path):
+            qid = next((d[k] for k in ("qid", "query_id", "id") if k in d), None)
+            text = d.get("query") or "\n".join(str(d[k]) for k in ("title", "text") if d.get(k))
+            if qid is None:
+                raise BadInputError(f"{path}: a topic without qid/query_id/id: {str(d)[:80]}")
+            rows.append({"qid": str(qid), "query": text})
+        return pd.DataFrame(rows, columns=["qid", "query"])
+    rows = [line.split("\t", 1) for line in path.read_text(encoding="utf8").splitlines()]
+    bad = [n for n, r in enumerate(rows, 1) if len(r) != 2 or not r[0].strip()]
+    if bad:
+        raise BadInputError(f"{path}: line(s) {bad[:5]} are not 'qid<TAB>query' (a query spanning lines needs "
+                            "a JSONL topics file)")
+    return pd.DataFrame([(q.strip(), text) for q, text in rows], columns=["qid", "query"])
 
 
 class BookDataset(pt.datasets.Dataset):

@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Union
 import pandas as pd
 
 from pyterrier_tot._util import require_columns
-from pyterrier_tot.datasets.base import BookDataset, read_jsonl, read_trec_qrels
+from pyterrier_tot.datasets.base import BookDataset, read_jsonl, read_topics, read_trec_qrels
 from pyterrier_tot.datasets.books import Book
 from pyterrier_tot.errors import BadInputError
 
@@ -57,8 +57,6 @@ def _topics(value: Frameish) -> pd.DataFrame:
     if isinstance(value, pd.DataFrame):
         require_columns(value, ["qid", "query"], "own_catalogue (the requests)")
         return value.astype({"qid": str}).reset_index(drop=True)
-    from pyterrier_tot.submission.config import read_topics
-
     return read_topics(Path(value).expanduser())
 
 

@@ -24,7 +24,7 @@ import pandas as pd
 import pyterrier as pt
 
 from pyterrier_tot.bars import bar as progress_bar
-from pyterrier_tot.datasets.base import BookDataset, read_jsonl, read_trec_qrels
+from pyterrier_tot.datasets.base import BookDataset, read_jsonl, read_topics, read_trec_qrels  # noqa: F401
 from pyterrier_tot.datasets.books import Book
 from pyterrier_tot.errors import BadInputError, ConfigError  # ConfigError lives in errors.py; re-exported here
 from pyterrier_tot.submission.fusion import FUSION_METHODS, Fusion
@@ -132,27 +132,6 @@ def _check_stage(spec: dict, key: str, source) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- data files
-def read_topics(path: Union[str, Path]) -> pd.DataFrame:
-    """Topics from a JSONL file (``qid``/``query_id``/``id`` + ``query``, or ``title``/``text``) or a TSV file
-    (``qid<TAB>query``), as ``qid, query`` with string qids."""
-    path = Path(path)
-    if path.suffix in (".jsonl", ".json"):
-        rows = []
-        for d in read_jsonl(path):
-            qid = next((d[k] for k in ("qid", "query_id", "id") if k in d), None)
-            text = d.get("query") or "\n".join(str(d[k]) for k in ("title", "text") if d.get(k))
-            if qid is None:
-                raise BadInputError(f"{path}: a topic without qid/query_id/id: {str(d)[:80]}")
-            rows.append({"qid": str(qid), "query": text})
-        return pd.DataFrame(rows, columns=["qid", "query"])
-    rows = [line.split("\t", 1) for line in path.read_text(encoding="utf8").splitlines()]
-    bad = [n for n, r in enumerate(rows, 1) if len(r) != 2 or not r[0].strip()]
-    if bad:
-        raise BadInputError(f"{path}: line(s) {bad[:5]} are not 'qid<TAB>query' (a query spanning lines needs "
-                            "a JSONL topics file)")
-    return pd.DataFrame([(q.strip(), text) for q, text in rows], columns=["qid", "query"])
-
-
 class _FileDataset(BookDataset):
     """A corpus JSONL (one book per line: ``docno`` or ``doc_id`` + book fields) with optional topics/qrels."""
 

@@ -1,0 +1,50 @@
+"""One's own books and requests as a data set: from a DataFrame, a CSV or a JSONL file, requests with and without
+judgements, and the errors that name what is wrong."""
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import pyterrier_tot as ptt
+from pyterrier_tot.errors import BadInputError
+
+CSV = Path(__file__).resolve().parent.parent / "docs" / "examples" / "own_books.csv"
+REQUESTS = pd.DataFrame({"qid": ["r1", "r2"], "query": ["cousins find smugglers in island caves",
+                                                        "the book by Celia Bright"]})
+JUDGED = pd.DataFrame({"qid": ["r1", "r2"], "docno": ["bk11", "bk01"], "label": 1})
+
+
+def test_the_example_catalogue_from_a_csv_file_and_a_frame_are_one_corpus(tmp_path):
+    from_file = ptt.own_catalogue(CSV, name="ours")
+    frame = pd.read_csv(CSV, dtype={"docno": str}).assign(isbn="ignored")
+    from_frame = ptt.own_catalogue(frame, name="ours")
+    a, b = from_file.get_corpus_df(), from_frame.get_corpus_df()
+    assert len(a) == 40 and a.equals(b) and "isbn" not in a.columns
+    assert a.loc[a["docno"] == "bk01", ["author", "year"]].values.tolist() == [["Celia Bright", 2009]]
+    jsonl = tmp_path / "books.jsonl"
+    jsonl.write_text("".join(json.dumps({"doc_id": r["docno"], "title": r["title"], "text": r["text"]}) + "\n"
+                             for r in a.head(3).to_dict("records")))
+    assert ptt.own_catalogue(jsonl).get_corpus_df()["docno"].tolist() == ["bk01", "bk02", "bk03"]
+
+
+def test_requests_with_and_without_judgements():
+    ds = ptt.own_catalogue(CSV, topics=REQUESTS, qrels=JUDGED)          # one frame: the split "test"
+    assert ds.get_topics().equals(REQUESTS) and ds.get_qrels("test")["docno"].tolist() == ["bk11", "bk01"]
+    index = ptt.BookIndex(ds)
+    res = (index.bm25() % 1 >> index.text_loader(["title", "author"]))(ds.get_topics("test"))
+    assert res.set_index("qid").loc["r2", "author"] == "Celia Bright"
+    unjudged = ptt.own_catalogue(CSV, topics={"new": REQUESTS})
+    with pytest.raises(BadInputError, match="no judgements"):
+        unjudged.get_qrels("new")
+
+
+def test_bad_input_names_what_is_wrong(tmp_path):
+    with pytest.raises(BadInputError, match="not in the catalogue: \\['bk99'\\]"):
+        ptt.own_catalogue(CSV, topics=REQUESTS, qrels=JUDGED.assign(docno=["bk11", "bk99"]))
+    with pytest.raises(BadInputError, match="judgements for split\\(s\\) \\['train'\\]"):
+        ptt.own_catalogue(CSV, topics={"test": REQUESTS}, qrels={"train": JUDGED})
+    with pytest.raises(KeyError, match="docno"):
+        ptt.own_catalogue(pd.DataFrame({"title": ["a book without an identifier"]}))
+    with pytest.raises(FileNotFoundError, match="no catalogue file"):
+        ptt.own_catalogue(tmp_path / "missing.csv")
