@@ -73,6 +73,17 @@ class SafeRetriever(pt.Transformer):
         self.num_results = num_results if num_results is not None else getattr(retriever, "num_results", None)
         self.empty_results = 0
 
+    def __getstate__(self):
+        # PISA's native retrieval context cannot be pickled (``.parallel(n)``, joblib): the copy drops it and the
+        # retriever opens its own on its first query (PisaRetrieve re-prepares when ``_ctxt_key`` is unset)
+        state = self.__dict__.copy()
+        inner = state.get("retriever")
+        if getattr(inner, "_ctxt", None) is not None:
+            inner = copy.copy(inner)
+            inner._ctxt, inner._ctxt_key = None, None
+            state["retriever"] = inner
+        return state
+
     def fuse_rank_cutoff(self, k: int) -> Optional["SafeRetriever"]:
         if self.num_results is not None and k >= self.num_results:
             return None

@@ -70,7 +70,7 @@ def test_field_mapping_and_base(index):
     assert FieldExpert(index, "plot", "bm25").book_fields == ("text",)
     assert FieldExpert(index, "genre", "bm25").clue == "clue_genre"
     base = base_expert(index, "bm25")
-    assert base.clue == "query" and base.book_fields == ("title", "text")
+    assert base.clue == "query" and base.book_fields == ("title", "author", "text")  # the books have authors
     res = base(pd.DataFrame({"qid": ["1"], "query": ["wild horse ranch grandmother"]}))
     assert res.iloc[0]["docno"] == "b6"
 
