@@ -35,7 +35,7 @@ from pyterrier_tot.decomposition import (CLUE_FIELDS, CLUE_COLUMNS, YEAR_COLUMN,
 from pyterrier_tot.recipe import (train_biencoder, train_base_retriever, train_field_expert, load_clue_cache,
                                   tuning_split, fine_tuned_base, tuned_pipeline, TrainingSet, tuning_data,
                                   DensityPrior, book_density, TunedPipeline, RecipeArtifact, RecipePlan,
-                                  recipe_plan)
+                                  recipe_plan, training_free_pipeline)
 from pyterrier_tot.covers import CoverRanker, CoverIndex, ClipModel, ClipCheckpoint, finetune_clip, CoverClipTrainer
 from pyterrier_tot.rerank import DenseReranker, ListwiseReranker, PointwiseLLMReranker
 from pyterrier_tot.submission.title_namer import TitleNamer
@@ -79,7 +79,7 @@ __all__ = [
     "train_biencoder", "train_base_retriever", "train_field_expert", "load_clue_cache", "decomposition_pipeline",
     "DecompositionPipeline", "CandidateUnion", "ClueLookup", "tuning_split", "fine_tuned_base", "tuned_pipeline",
     "tuning_data", "clues_na_as_none", "NoDatesWarning", "corpus_has_dates", "DensityPrior", "book_density",
-    "TrainingSet", "TunedPipeline", "RecipeArtifact", "RecipePlan", "recipe_plan",
+    "TrainingSet", "TunedPipeline", "RecipeArtifact", "RecipePlan", "recipe_plan", "training_free_pipeline",
     # covers, rerankers
     "CoverRanker", "CoverIndex", "ClipModel", "ClipCheckpoint", "finetune_clip", "CoverClipTrainer", "DenseReranker",
     "ListwiseReranker", "PointwiseLLMReranker", "TitleNamer",

@@ -132,3 +132,16 @@ def test_the_default_row_names_the_results_file_it_comes_from():
     for where in ("README.md", "docs/quickstart.rst", "docs/strong_retrievers.rst", "docs/research.rst",
                   "pyterrier_tot/recipe/tuned.py"):
         assert f"{DEFAULT_RESULTS}.md" in _text(where), where
+
+
+def test_the_training_cost_study_is_cited_as_measured():
+    """The research record's sentence on cheaper training quotes training_cost.json (tuning objective and R@5 of
+    the default and of the 128-token profile, and the rule's outcome)."""
+    study = json.loads((RESULTS / "training_cost.json").read_text())
+    rows = {r["name"]: r for r in study["rows"]}
+    d, s = rows["default"]["tuning"], rows["seq128"]["tuning"]
+    cited = f"lowered the objective {_bare(d['objective'])} to {_bare(s['objective'])}"
+    assert cited in _text("docs/research.rst") and f"R@5 {_bare(d['R@5'])} to {_bare(s['R@5'])}" in \
+        _text("docs/research.rst"), f"docs/research.rst should cite {cited!r} (training_cost.json)"
+    assert study["adopted"] is None and not any(r.get("passes") for r in study["rows"]), \
+        "the record says no profile passed; training_cost.json now adopts one"

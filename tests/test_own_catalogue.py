@@ -48,3 +48,19 @@ def test_bad_input_names_what_is_wrong(tmp_path):
         ptt.own_catalogue(pd.DataFrame({"title": ["a book without an identifier"]}))
     with pytest.raises(FileNotFoundError, match="no catalogue file"):
         ptt.own_catalogue(tmp_path / "missing.csv")
+
+
+def test_the_training_free_pipeline_ranks_an_unjudged_catalogue():
+    """``ptt.training_free_pipeline``: the recipe's pipeline with a zero-shot base and every expert weighted 1 (MiniLM
+    here, the model the test machine ships, so the zero-shot ``dense`` expert, the same model, is left out); nothing
+    is trained or fitted, the author and date experts act where the catalogue has authors and years."""
+    ds = ptt.own_catalogue(CSV, topics=REQUESTS, qrels=JUDGED)
+    index = ptt.BookIndex(ds)
+    free = ptt.training_free_pipeline(index, base="minilm")
+    assert {"author", "date", "bm25", "title"} <= set(free.experts) and "dense" not in free.experts
+    assert set(free.fuser.weights.tolist()) == {1.0}
+    res = free(ds.get_topics("test"))
+    assert {"qid", "docno", "score", "rank"} <= set(res.columns)
+    ranked = res.sort_values(["qid", "rank"]).groupby("qid")["docno"].apply(list).to_dict()
+    assert ranked["r1"][0] == "bk11" and "bk01" in ranked["r2"][:3]
+    assert res.groupby("qid").size().min() == len(index.docnos)   # the base's ranking below, to the whole catalogue

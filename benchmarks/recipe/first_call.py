@@ -2,6 +2,7 @@
 
     python benchmarks/recipe/first_call.py                 # this machine as it is (bf16 where it is native)
     python benchmarks/recipe/first_call.py --fp32          # the same machine without bf16 (a CPU without it)
+    python benchmarks/recipe/first_call.py --plan          # only the plans a cold call prints, native and fp32 (minutes)
     python benchmarks/recipe/first_call.py --render        # results/first_call.md from the committed JSON
 
 Each run builds everything from nothing in a fresh ``$PYTERRIER_TOT_CACHE`` (a temporary folder): the book index,
@@ -30,20 +31,53 @@ import _common  # noqa: E402
 NAME = "first_call"
 
 
+def fresh_cache(tmp: str) -> Path:
+    """A new ``$PYTERRIER_TOT_CACHE`` under ``tmp`` holding only all-mpnet-base-v2's own weights."""
+    from pyterrier_tot import models
+
+    mpnet = Path(models.resolve_model("mpnet"))
+    cache = Path(tmp) / "cache"
+    (cache / "models").mkdir(parents=True)
+    shutil.copytree(mpnet.parent if mpnet.parent.name == "all-mpnet-base-v2" else mpnet,
+                    cache / "models" / "all-mpnet-base-v2")
+    os.environ["PYTERRIER_TOT_CACHE"] = str(cache)
+    os.environ["PYTERRIER_TOT_MPNET"] = str(cache / "models" / "all-mpnet-base-v2")
+    return cache
+
+
+def plans() -> dict:
+    """The plan a cold first call prints (each step timed on a few examples here), natively and as in fp32;
+    nothing is trained."""
+    import pyterrier_tot as ptt
+    from pyterrier_tot import models
+    from pyterrier_tot.recipe import plan
+
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="first-call-plan-") as tmp:
+        fresh_cache(tmp)
+        ds = ptt.get_dataset("reddit-tomt-books")
+        native = models.native_bf16
+        for name, fp32, base in (("native", False, "mpnet"), ("fp32", True, "mpnet"),
+                                 ("fast recipe (MiniLM), native", False, "minilm")):
+            if fp32:
+                models.native_bf16 = lambda: False
+            try:
+                p = ptt.recipe_plan(ds, base=base)
+            finally:
+                models.native_bf16 = native
+            out[name] = {"machine": plan.machine(), "estimate_s": round(float(p.seconds), 1), "printed": str(p),
+                         "loadavg": os.getloadavg()}
+    return out
+
+
 def one_run(fp32: bool) -> dict:
     import pyterrier_tot as ptt
     from pyterrier_tot import models
     from pyterrier_tot.recipe import plan
     from pyterrier_tot.recipe.expert_training import training_metadata
 
-    mpnet = Path(models.resolve_model("mpnet"))
     with tempfile.TemporaryDirectory(prefix="first-call-") as tmp:
-        cache = Path(tmp) / "cache"
-        (cache / "models").mkdir(parents=True)
-        shutil.copytree(mpnet.parent if mpnet.parent.name == "all-mpnet-base-v2" else mpnet,
-                        cache / "models" / "all-mpnet-base-v2")
-        os.environ["PYTERRIER_TOT_CACHE"] = str(cache)
-        os.environ.setdefault("PYTERRIER_TOT_MPNET", str(cache / "models" / "all-mpnet-base-v2"))
+        fresh_cache(tmp)
         if fp32:  # as on a CPU without native bf16: training and encoding in fp32
             models.native_bf16 = lambda: False
         load = os.getloadavg()
@@ -66,14 +100,18 @@ def one_run(fp32: bool) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fp32", action="store_true")
+    ap.add_argument("--plan", action="store_true")
     args = _common.parse_or_render(ap, NAME, markdown)
     if args is None:
         return
     results = _common.results_dir(__file__) / f"{NAME}.json"
-    old = json.loads(results.read_text()) if results.is_file() else {"runs": {}}
-    row = one_run(args.fp32)
-    old["runs"]["fp32" if args.fp32 else "native"] = row
-    _common.write_results(NAME, {"runs": old["runs"]}, markdown(old))
+    old = json.loads(results.read_text()) if results.is_file() else {}
+    old.setdefault("runs", {})
+    if args.plan:
+        old["plans"] = plans()
+    else:
+        old["runs"]["fp32" if args.fp32 else "native"] = one_run(args.fp32)
+    _common.write_results(NAME, old, markdown(old))
 
 
 def markdown(p: dict) -> str:
@@ -89,9 +127,14 @@ def markdown(p: dict) -> str:
         lines.append(f"| {name} | {r['machine']} | {duration(r['wall_s'])} ({r['wall_s']:.0f} s) | "
                      f"{r['training_s'].get('dense_ft_mpnet', 0):.0f} s | {r['training_s'].get('dense_ft', 0):.0f} s | "
                      f"{est} | {v['R@5']:.3f} / {v['R@100']:.3f} / {v['RR']:.3f} |")
+    if not p["runs"]:
+        lines.append("| (no whole cold call measured yet: it wants an hour or more of idle cores) | | | | | | |")
     lines += ["", "## What the first calls printed", ""]
     for name, r in p["runs"].items():
         lines += [f"### {name}", "", "```", r["printed"].strip()[:2500], "```", ""]
+    for name, r in p.get("plans", {}).items():
+        lines += [f"### The plan alone, cold cache, {name} ({r['machine']}; load average {r['loadavg'][0]:.2f})",
+                  "", "```", r["printed"].strip(), "```", ""]
     return "\n".join(lines)
 
 

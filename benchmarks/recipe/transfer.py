@@ -10,7 +10,7 @@ Training-free pipelines (no fine-tuning, no fitted weights; each a fixed recipe 
 - ``dense``: zero-shot all-mpnet-base-v2 (the strongest bi-encoder this machine has offline);
 - ``bm25+dense``: the two, min-max normalised and summed (``ptt.linear_fusion``);
 - ``untuned recipe``: the recipe's pipeline with zero-shot mpnet as its base and every expert weighted 1
-  (``recipe.build_pipeline(index, {"dense_ft_mpnet": mpnet})``: rule clues, BM25, title and plot experts).
+  (``ptt.training_free_pipeline(index)``: rule clues, BM25, title and plot experts).
 
 The rule, written before the run: the training-free pipeline named "best" is the one with the highest recipe
 objective (the mean of R@1, R@5, R@10, R@20, R@100 and MRR) on Reddit-TOMT's tuning slice, 300 training requests,
@@ -37,13 +37,12 @@ SHOW = ["R@1", "R@5", "R@10", "R@20", "R@100", "RR", "nDCG@10"]
 def free_pipelines(index):
     import pyterrier_tot as ptt
     from pyterrier_tot.models import resolve_model
-    from pyterrier_tot.recipe import build_pipeline
 
     mpnet = resolve_model("mpnet")
     bm25, dense = index.bm25(), index.dense(mpnet)
     return {"bm25": bm25, "dense": dense,
             "bm25+dense": ptt.linear_fusion(bm25 % 1000, dense % 1000),
-            "untuned recipe": build_pipeline(index, {"dense_ft_mpnet": mpnet})}
+            "untuned recipe": ptt.training_free_pipeline(index, base="mpnet")}
 
 
 def objective(table) -> float:

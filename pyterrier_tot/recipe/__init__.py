@@ -20,7 +20,8 @@
 The parts never import the recipe; the recipe imports the parts.
 """
 from pyterrier_tot.recipe.artifact import RecipeArtifact, TunedPipeline
-from pyterrier_tot.recipe.assembly import BASE_K, DEPTH, EXPERT_K, build_pipeline, recipe_experts
+from pyterrier_tot.recipe.assembly import (BASE_K, DEPTH, EXPERT_K, build_pipeline, recipe_experts,
+                                          training_free_pipeline)
 from pyterrier_tot.recipe.bases import (
     BASE_SETTINGS,
     HELPERS,
@@ -53,7 +54,7 @@ from pyterrier_tot.recipe.weights import (
     tuning_data,
 )
 
-__all__ = ["tuned_pipeline", "recipe_plan", "RecipePlan", "TunedPipeline", "RecipeArtifact", "fitted_weights",
+__all__ = ["tuned_pipeline", "recipe_plan", "training_free_pipeline", "RecipePlan", "TunedPipeline", "RecipeArtifact", "fitted_weights",
            "fitted_learned_fuser", "build_pipeline", "recipe_experts", "tuning_data", "tuning_split", "train_data",
            "fine_tuned_base", "fine_tuned_bases", "fine_tuned_hard", "base_grid", "choose_base", "choose_epoch",
            "default_helpers", "fine_tuned_cross_encoder", "TrainingSet", "DEFAULT_BASE", "BASE_SETTINGS", "HELPERS",

@@ -138,3 +138,21 @@ def build_pipeline(index, fine_tuned: FineTuned = None, decomposer: Optional[pt.
 def base_names(fine_tuned: FineTuned) -> List[str]:
     """The names of the recipe's base expert(s): the fine-tuned bases, or zero-shot ``dense`` without one."""
     return list(fine_tuned_models(fine_tuned)) or ["dense"]
+
+
+def training_free_pipeline(index, base: str = "mpnet", depth: Optional[int] = DEPTH) -> DecompositionPipeline:
+    """The best pipeline measured for a catalogue without training data (``benchmarks/recipe/transfer.py``, chosen
+    on another collection's tuning slice before BIRCO was scored): the recipe's pipeline with the zero-shot ``base``
+    (an alias such as ``"mpnet"`` or ``"minilm"``, or a model folder) in the fine-tuned base's place and every
+    expert weighted 1: rule clues, candidates from the base, BM25 and the title experts, the experts' scores
+    min-max normalised and summed, the base's ranking below them to ``depth``. Nothing is trained or fitted. The
+    measured one is mpnet's; with ``base="minilm"`` (what a machine without mpnet's weights has) the recipe's
+    zero-shot ``dense`` expert is the base itself and is left out, so MiniLM is not counted twice."""
+    from pyterrier_tot.models import resolve_model
+    from pyterrier_tot.recipe.bases import base_expert_name
+
+    model = resolve_model(base)
+    fine_tuned = {base_expert_name(base): model}
+    names = list(recipe_experts(index, fine_tuned)[0])
+    same = Path(model).resolve() == Path(resolve_model(None)).resolve() if Path(model).exists() else False
+    return build_pipeline(index, fine_tuned, depth=depth, only=[n for n in names if not (same and n == "dense")])
