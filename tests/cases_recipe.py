@@ -3,7 +3,7 @@ loaded back) and the per-field text loader."""
 import pandas as pd
 from test_inspect import Case, queries, results
 
-from pyterrier_tot.recipe import RecipeArtifact, tuned_pipeline
+from pyterrier_tot.recipe import RecipeArtifact, training_free_pipeline, tuned_pipeline
 
 _MADE = {}
 
@@ -41,11 +41,13 @@ def _saved(env):
 CASES = [
     Case("TunedPipeline", "queries", _tuned, queries),
     Case("RecipeArtifact", "queries", _saved, queries),
+    Case("training_free_pipeline", "queries", lambda e: training_free_pipeline(e.index, base="minilm"), queries),
     Case("BookIndex.text_loader", "fields", lambda e: e.index.text_loader(["title", "author", "year"]), results),
 ]
 
 STAGES = {
     "TunedPipeline": (True, False, False),       # as DecompositionPipeline
     "RecipeArtifact": (True, False, False),      # the saved recipe's pipeline
+    "training_free_pipeline": (True, False, False),  # a DecompositionPipeline
     "BookIndex.text_loader[fields]": (False, False, True),
 }

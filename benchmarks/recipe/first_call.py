@@ -2,7 +2,7 @@
 
     python benchmarks/recipe/first_call.py                 # this machine as it is (bf16 where it is native)
     python benchmarks/recipe/first_call.py --fp32          # the same machine without bf16 (a CPU without it)
-    python benchmarks/recipe/first_call.py --plan          # only the plans a cold call prints, native and fp32 (minutes)
+    python benchmarks/recipe/first_call.py --plan          # only the plans a cold call prints (minutes)
     python benchmarks/recipe/first_call.py --render        # results/first_call.md from the committed JSON
 
 Each run builds everything from nothing in a fresh ``$PYTERRIER_TOT_CACHE`` (a temporary folder): the book index,

@@ -184,7 +184,8 @@ def render(default: dict, rows: list, adopted) -> None:
                "machine": _common.machine()}
     md = [f"# {__doc__.splitlines()[0]}", "", f"Machine: {payload['machine']}.", "",
           _common.md_table(frame.astype(object).fillna("")), "",
-          f"Adopted: **{adopted or 'none (the default stays)'}**.", "", SECONDS, "", "## The rule", "", payload["rule"], "",
+          f"Adopted: **{adopted or 'none (the default stays)'}**.", "", SECONDS, "",
+          "## The rule", "", payload["rule"], "",
           "## The plans the first calls printed", ""]
     for r in rows:
         md += [f"### {r['name']} (measured {r['wall_s']:.0f} s for the whole call; the plan said "

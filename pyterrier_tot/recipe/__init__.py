@@ -20,25 +20,31 @@
 The parts never import the recipe; the recipe imports the parts.
 """
 from pyterrier_tot.recipe.artifact import RecipeArtifact, TunedPipeline
-from pyterrier_tot.recipe.assembly import (BASE_K, DEPTH, EXPERT_K, build_pipeline, recipe_experts,
-                                          training_free_pipeline)
+from pyterrier_tot.recipe.assembly import (
+                                          BASE_K,
+                                          DEPTH,
+                                          EXPERT_K,
+                                          build_pipeline,
+                                          recipe_experts,
+                                          training_free_pipeline,
+)
 from pyterrier_tot.recipe.bases import (
-    BASE_SETTINGS,
-    HELPERS,
-    TrainingSet,
-    base_grid,
-    choose_base,
-    choose_epoch,
-    default_helpers,
-    fine_tuned_base,
-    fine_tuned_bases,
+                                          BASE_SETTINGS,
+                                          HELPERS,
+                                          TrainingSet,
+                                          base_grid,
+                                          choose_base,
+                                          choose_epoch,
+                                          default_helpers,
+                                          fine_tuned_base,
+                                          fine_tuned_bases,
 )
 from pyterrier_tot.recipe.density_prior import DensityPrior, book_density, recipe_priors
 from pyterrier_tot.recipe.expert_training import (
-    load_clue_cache,
-    train_base_retriever,
-    train_biencoder,
-    train_field_expert,
+                                          load_clue_cache,
+                                          train_base_retriever,
+                                          train_biencoder,
+                                          train_field_expert,
 )
 from pyterrier_tot.recipe.hard_negatives import fine_tuned_hard
 from pyterrier_tot.recipe.mined_cross_encoder import fine_tuned_cross_encoder
@@ -46,15 +52,16 @@ from pyterrier_tot.recipe.plan import RecipePlan
 from pyterrier_tot.recipe.protocol import train_data, tuning_split
 from pyterrier_tot.recipe.tuned import DEFAULT_BASE, recipe_plan, tuned_pipeline
 from pyterrier_tot.recipe.weights import (
-    FIT_BAGS,
-    FIT_METRIC,
-    FLOOR_METRIC,
-    fitted_learned_fuser,
-    fitted_weights,
-    tuning_data,
+                                          FIT_BAGS,
+                                          FIT_METRIC,
+                                          FLOOR_METRIC,
+                                          fitted_learned_fuser,
+                                          fitted_weights,
+                                          tuning_data,
 )
 
-__all__ = ["tuned_pipeline", "recipe_plan", "training_free_pipeline", "RecipePlan", "TunedPipeline", "RecipeArtifact", "fitted_weights",
+__all__ = ["tuned_pipeline", "recipe_plan", "training_free_pipeline",
+           "RecipePlan", "TunedPipeline", "RecipeArtifact", "fitted_weights",
            "fitted_learned_fuser", "build_pipeline", "recipe_experts", "tuning_data", "tuning_split", "train_data",
            "fine_tuned_base", "fine_tuned_bases", "fine_tuned_hard", "base_grid", "choose_base", "choose_epoch",
            "default_helpers", "fine_tuned_cross_encoder", "TrainingSet", "DEFAULT_BASE", "BASE_SETTINGS", "HELPERS",
