@@ -154,5 +154,7 @@ def training_free_pipeline(index, base: str = "mpnet", depth: Optional[int] = DE
     model = resolve_model(base)
     fine_tuned = {base_expert_name(base): model}
     names = list(recipe_experts(index, fine_tuned)[0])
-    same = Path(model).resolve() == Path(resolve_model(None)).resolve() if Path(model).exists() else False
+    default = resolve_model(None)
+    same = model == default or (Path(model).exists() and Path(default).exists()
+                                and Path(model).resolve() == Path(default).resolve())
     return build_pipeline(index, fine_tuned, depth=depth, only=[n for n in names if not (same and n == "dense")])
