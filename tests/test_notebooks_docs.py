@@ -46,18 +46,13 @@ def test_own_catalogue_notebook_executes(tmp_path, reddit, monkeypatch):
     from pyterrier_tot.datasets.sample import SAMPLE_ENV
 
     nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("nbclient")
     nb = nbformat.read(ROOT / "notebooks" / "own_catalogue.ipynb", as_version=4)
     sys.path.insert(0, str(ROOT / "tests"))
     import docs_runner
 
     monkeypatch.setenv(SAMPLE_ENV, str(docs_runner.SAMPLE))
-    client = nbclient.NotebookClient(nb, timeout=900, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})
-    client.execute()
-    outputs = _outputs(nb)
-    assert not [o for o in outputs if o.get("output_type") == "error"]
-    text = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    outputs, text = _execute(nb, tmp_path)
     assert "Celia Bright" in text and "The Lantern Keeper's Daughter" in text   # titles and authors shown
     for row in ["BM25 + dense", "training-free recipe", "Reddit recipe, transferred"]:
         assert row in text, row
@@ -67,18 +62,24 @@ def _outputs(nb):
     return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
 
 
+def _execute(nb, tmp_path):
+    """Runs ``nb`` in ``tmp_path``; asserts no cell failed; returns its outputs and their text."""
+    import nbclient
+
+    nbclient.NotebookClient(nb, timeout=900, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = _outputs(nb)
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    return outputs, "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+
+
 def test_ablation_notebook_executes(tmp_path, reddit):
     """40 validation queries, every stage added or removed once, one row per removed expert (about 2 minutes)."""
     nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("nbclient")
     nb = nbformat.read(ROOT / "notebooks" / "ablation.ipynb", as_version=4)
     assert "N_QUERIES = 40" in nb.cells[1].source  # the subset size is the first thing a reader can change
-    client = nbclient.NotebookClient(nb, timeout=900, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})
-    client.execute()
-    outputs = _outputs(nb)
-    assert not [o for o in outputs if o.get("output_type") == "error"]
-    text = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    outputs, text = _execute(nb, tmp_path)
     assert "40 queries; 2679 books" in text
     for row in ["HedgeRemover >> BM25", "BM25 >> NegationPenalty", "BM25 >> DenseReranker",
                 "Decomposition (all experts)", "Decomposition without title", "Decomposition without plot",
