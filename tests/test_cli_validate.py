@@ -101,3 +101,25 @@ def test_a_wrong_local_folder_names_where_it_looked(tmp_path, capsys, monkeypatc
     assert f"{tmp_path / '2023'} (relative to the current directory)" in err
     assert f"{tmp_path / 'shared' / 'trec-tot' / '2023'} (the shared data's trec-tot folder" in err
     assert "the shared folders are 2023-train" in err
+
+
+def test_an_unavailable_dataset_still_gets_the_format_checked_first(tmp_path, capsys, monkeypatch):
+    """``--dataset trec-tot/2023/train`` offline: the malformed line went unreported (only the data set's error
+    was printed), and the error did not name the ``trec-tot-local/2023-train`` copy on disk; "1 queries"."""
+    pytest.importorskip("ir_datasets")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("IR_DATASETS_HOME", str(tmp_path / "irds"))
+    monkeypatch.setenv("PYTERRIER_TOT_DATA", str(tmp_path / "shared"))
+    (tmp_path / "shared" / "trec-tot" / "2023-train").mkdir(parents=True)
+    (tmp_path / "shared" / "trec-tot" / "2023-train" / "queries.jsonl").write_text(
+        json.dumps({"query_id": "q1", "query": "a book"}) + "\n")
+    run = tmp_path / "run.txt"
+    run.write_text("q1 Q0 b1 1 1.0 tag\nq1 Q0 b2 2\n")
+    status = main(["validate-run", str(run), "--dataset", "trec-tot/2023/train"])
+    captured = capsys.readouterr()
+    assert status == 1                                   # the run breaks a rule: that is what it says first
+    assert "1 result and 1 malformed line (line 2), 1 query, tag 'tag': 1 failure {'columns': 1}" in captured.out
+    assert "its topics and qrels are on disk: --dataset trec-tot-local/2023-train" in captured.err
+    assert main(["validate-run", str(run), "--dataset", "trec-tot-local/2023-train"]) == 1
+    err = capsys.readouterr().err
+    assert "no corpus" in err and "trec-tot/2023/train" not in err   # never sends the user back to what failed

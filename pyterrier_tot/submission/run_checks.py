@@ -96,11 +96,11 @@ class RunReport:
         scope = self.scope()
         bad = self.malformed
         where = ", ".join(map(str, bad[:_SHOWN])) + (f" and {len(bad) - _SHOWN} more" if len(bad) > _SHOWN else "")
-        head = (f"{self.source}: {self.n_lines} results"
+        head = (f"{self.source}: {_count(self.n_lines, 'result')}"
                 + (f" and {len(bad)} malformed line{'s' * (len(bad) > 1)} (line{'s' * (len(bad) > 1)} {where})"
                    if bad else "")
-                + f", {self.n_queries} queries, tag {self.tag!r}: "
-                + ("OK" if self.ok else f"{len(self.failures)} failure(s) {self.by_rule()}")
+                + f", {_count(self.n_queries, 'query', 'queries')}, tag {self.tag!r}: "
+                + ("OK" if self.ok else f"{_count(len(self.failures), 'failure')} {self.by_rule()}")
                 + (f" ({scope})" if scope else ""))
         lines = [head] + [f"  {f}" for f in self.failures[:_SHOWN]]
         if len(self.failures) > _SHOWN:
@@ -108,6 +108,11 @@ class RunReport:
         return "\n".join(lines)
 
     __str__ = summary
+
+
+def _count(n: int, one: str, many: str = "") -> str:
+    """``n`` things, as a reader says it: 1 query, 2 queries."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 class RunFileError(BadInputError):
