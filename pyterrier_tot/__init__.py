@@ -20,6 +20,7 @@ from pyterrier_tot.bars import set_progress, progress, progress_enabled
 from pyterrier_tot.datasets import get_dataset, list_datasets, own_catalogue, OwnCatalogue
 from pyterrier_tot.datasets.books import Book, BOOK_FIELDS, parse_year
 from pyterrier_tot.index import BookIndex, tokenise_query
+from pyterrier_tot.ray_encoding import RayWorkers
 from pyterrier_tot.models import resolve_model, load_biencoder, BiEncoderModel
 from pyterrier_tot.retrievers import SafeRetriever, DenseRetriever, DenseScorer, BM25Scorer, TextLoader
 from pyterrier_tot.evaluation import (TOT_MEASURES, SHORT_MEASURES, CURVE_MEASURES, tot_experiment, recall_curves,
@@ -60,7 +61,7 @@ __all__ = [
     "StreamedCorpusError", "CorruptArtifactError",
     # data and indexes
     "get_dataset", "list_datasets", "own_catalogue", "OwnCatalogue",
-    "Book", "BOOK_FIELDS", "parse_year", "BookIndex", "tokenise_query",
+    "Book", "BOOK_FIELDS", "parse_year", "BookIndex", "tokenise_query", "RayWorkers",
     "resolve_model", "load_biencoder", "BiEncoderModel", "SafeRetriever", "DenseRetriever", "DenseScorer",
     "BM25Scorer", "TextLoader", "Normalise", "normalise_scores", "linear_fusion",
     # progress output

@@ -18,6 +18,7 @@ from pyterrier_tot._artifact import own_meta
 from pyterrier_tot._fingerprint import config_setting, fingerprint_setting
 from pyterrier_tot.encoding import PooledDocEncoder, SortedDocEncoder, encoder_model, pool_devices
 from pyterrier_tot.index_parts import PART_TYPE, slug
+from pyterrier_tot.ray_encoding import RayWorkers, ray_encode
 
 __all__ = ["flex_index", "model_key"]
 
@@ -71,14 +72,23 @@ def moved_part(index, model: str, fields: Tuple[str, ...], max_chars: Optional[i
 def flex_index(index, model: str, fields: Tuple[str, ...], max_chars: Optional[int], enc, precision: str,
                workers: int = 1, devices: Optional[Sequence[str]] = None):
     """The FlexIndex of ``enc`` (the encoder of ``model``) embeddings of ``index``'s books over ``fields``, built on
-    first use (with ``workers`` processes or one per device of ``devices``) and re-opened afterwards."""
+    first use (with ``workers`` processes or one per device of ``devices``, or the actors of a
+    :class:`~pyterrier_tot.ray_encoding.RayWorkers` on a Ray cluster) and re-opened afterwards."""
     import pyterrier_dr
 
     settings = part_settings(model, fields, max_chars, precision)
-    pool = pool_devices(workers, devices, str(getattr(enc, "device", "cpu")))
+    on_ray = isinstance(workers, RayWorkers)
+    if on_ray and devices is not None:
+        raise ValueError(f"workers={workers!r} places its actors itself: pass RayWorkers(n, gpus=1) for GPUs, "
+                         f"not devices={devices!r}")
+    pool = None if on_ray else pool_devices(workers, devices, str(getattr(enc, "device", "cpu")))
 
     def build(target: Path) -> None:
         flex = pyterrier_dr.FlexIndex(str(target), verbose=False)
+        if on_ray:
+            vectors = ray_encode(index, enc, fields, max_chars, workers)
+            flex.indexer(mode="overwrite").index(index._progress(vectors, f"dense {'+'.join(fields)} on Ray"))
+            return
         docs = index._progress(index.docs_iter(fields, max_chars), f"dense {'+'.join(fields)}")
         if pool is None:
             (SortedDocEncoder(enc) >> flex.indexer(mode="overwrite")).index(docs)
