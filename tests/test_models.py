@@ -150,3 +150,27 @@ def test_one_model_in_memory_however_it_is_spelled():
     assert load_biencoder(DEFAULT_MODEL) is load_biencoder()
     assert canonical_model("mpnet") == "sentence-transformers/all-mpnet-base-v2"
     assert load_biencoder("minilm", precision="bf16") is not load_biencoder("minilm")
+
+
+def test_a_missing_mpnet_says_what_to_do_with_the_cache_actually_used(monkeypatch, tmp_path):
+    """It named ``~/.cache/pyterrier_tot/models/...`` under another ``$PYTERRIER_TOT_CACHE`` and a script found only
+    in a source checkout; it did not say what ``PYTERRIER_TOT_MPNET`` takes nor that ``base="minilm"`` works now."""
+    from pyterrier_tot.submission.cli import build_parser
+
+    monkeypatch.delenv("PYTERRIER_TOT_MPNET", raising=False)
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path / "elsewhere"))
+    with pytest.raises(ModelUnavailableError) as caught:
+        resolve_model("mpnet")
+    message = str(caught.value)
+    assert str(tmp_path / "elsewhere" / "models" / "all-mpnet-base-v2") in message and "~/.cache" not in message
+    assert "set PYTERRIER_TOT_MPNET to a folder holding all-mpnet-base-v2" in message
+    assert 'base="minilm" works now' in message
+    assert "`pyterrier-tot fetch mpnet`" in message and "benchmarks/" not in message
+    assert build_parser().parse_args(["fetch", "mpnet"]).models == ["mpnet"]   # the command exists
+
+
+def test_an_alias_and_the_folder_a_package_ships_are_one_model():
+    from pyterrier_tot.models import DEFAULT_MODEL, model_identity, resolve_model
+
+    assert model_identity("minilm") == model_identity(resolve_model("minilm")) == DEFAULT_MODEL
+    assert model_identity(None) is None and model_identity("some/other-model") == "some/other-model"

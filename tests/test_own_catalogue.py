@@ -64,3 +64,19 @@ def test_the_training_free_pipeline_ranks_an_unjudged_catalogue():
     ranked = res.sort_values(["qid", "rank"]).groupby("qid")["docno"].apply(list).to_dict()
     assert ranked["r1"][0] == "bk11" and "bk01" in ranked["r2"][:3]
     assert res.groupby("qid").size().min() == len(index.docnos)   # the base's ranking below, to the whole catalogue
+
+
+def test_one_model_is_one_index_folder_and_the_stages_say_what_they_are(tmp_path):
+    """The training-free pipeline (MiniLM by its package folder) and ``index.dense()`` encoded the same model twice,
+    under ``dense-model-...`` and ``dense-all-MiniLM-L6-v2-...``; its repr said ``dense_ft`` with nothing
+    fine-tuned and ``Dense(model, ...)``."""
+    index = ptt.BookIndex(pd.read_csv(CSV, dtype={"docno": str}), path=tmp_path / "index", name="our-library")
+    free = ptt.training_free_pipeline(index, base="minilm", depth=None)
+    topics = pd.DataFrame({"qid": ["q1"], "query": ["a girl alone in a lighthouse"]})
+    free(topics)
+    index.dense()(topics)
+    index.dense("minilm")(topics)
+    assert [p.name for p in Path(index.path).glob("dense-*-title+text-all")] == \
+        [next(p.name for p in Path(index.path).glob("dense-all-MiniLM-L6-v2-*-title+text-all"))]
+    shown = repr(free)
+    assert "dense_ft" not in shown and "dense_minilm" in shown and "Dense(all-MiniLM-L6-v2, title+text, num" in shown

