@@ -9,6 +9,7 @@ corpus is encoded sorted by length, in one process or a pool of them (:mod:`pyte
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Optional, Sequence, Tuple
 
@@ -106,3 +107,68 @@ def flex_index(index, model: str, fields: Tuple[str, ...], max_chars: Optional[i
                                 or index._ensure_part(sub, settings, "index.flex", build))
     # verbose=False: a bar per retrieval call (pyterrier-dr's "NumpyRetriever scoring") is noise in a pipeline
     return pyterrier_dr.FlexIndex(str(where), verbose=False)
+
+
+# ---------------------------------------------------------------- request encoders over a frozen catalogue
+#: The entry of a request encoder's training record naming the book index it was trained against
+#: (:func:`~pyterrier_tot.recipe.frozen_catalogue.train_request_encoder`).
+FROZEN_BOOKS = "frozen_books"
+
+
+def catalogue_record(index, model: str, fields: Tuple[str, ...], max_chars: Optional[int], precision: str) -> dict:
+    """What identifies the dense part of ``model`` over ``fields`` of ``index``: its settings (with the digests of a
+    local model's weights and configuration), the corpus fingerprint and size, and one digest over all of them."""
+    settings = part_settings(model, fields, max_chars, precision)
+    whole = {**settings, "corpus": index.fingerprint, "n_docs": len(index)}
+    digest = hashlib.sha1(json.dumps(whole, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return {"model": model, "fields": list(fields), "max_chars": max_chars, "precision": precision,
+            "corpus": index.fingerprint, "n_docs": len(index), "digest": digest}
+
+
+def frozen_books(model) -> Optional[dict]:
+    """The book index a request encoder was trained against (its training record's :data:`FROZEN_BOOKS`), or
+    None for any other model (a hub name, a symmetric bi-encoder)."""
+    from pyterrier_tot.models import TRAINING_FILE
+
+    if not model:
+        return None
+    record = Path(str(model)).expanduser() / TRAINING_FILE
+    if not record.is_file():
+        return None
+    try:
+        return json.loads(record.read_text()).get(FROZEN_BOOKS)
+    except (OSError, ValueError):
+        return None
+
+
+def book_side(index, model: Optional[str], fields: Tuple[str, ...], max_chars: Optional[int],
+              precision: Optional[str]) -> Optional[Tuple[str, Tuple[str, ...], Optional[int], str]]:
+    """For a request encoder trained against a frozen catalogue: ``(book model, fields, max_chars, precision)`` of
+    the book vectors its requests are searched against, after checking that ``index`` holds that very catalogue;
+    None for a model that encodes its own books. Another corpus, another book model (or its weights changed), other
+    fields or another precision raise :class:`~pyterrier_tot.errors.FrozenCatalogueError`: the request encoder's
+    vectors mean nothing against them."""
+    from pyterrier_tot.errors import FrozenCatalogueError
+
+    books = frozen_books(model)
+    if books is None:
+        return None
+    want = (books["model"], tuple(books["fields"]), books.get("max_chars"), books.get("precision", "fp32"))
+    # the default fields, max_chars=None and precision=None stand for "the catalogue's own"
+    if tuple(fields) not in (want[1], ("title", "text")) or max_chars not in (None, want[2]) \
+            or precision not in (None, want[3]):
+        raise FrozenCatalogueError(
+            f"request encoder {model} was trained against the {'+'.join(want[1])} vectors of {want[0]} "
+            f"(max_chars={want[2]}, precision={want[3]}); it cannot search fields={'+'.join(fields)}, "
+            f"max_chars={max_chars}, precision={precision}: leave fields, max_chars and precision out")
+    found = catalogue_record(index, want[0], want[1], want[2], want[3])
+    if found["digest"] != books["digest"]:
+        what = ("another corpus" if found["corpus"] != books.get("corpus") or found["n_docs"] != books.get("n_docs")
+                else "book vectors of another model (or of its weights since changed)")
+        raise FrozenCatalogueError(
+            f"request encoder {model} was trained against the book index {books['digest']} ({want[0]}, "
+            f"{'+'.join(want[1])}, {books.get('n_docs')} books, corpus {books.get('corpus')}); {index!r} offers "
+            f"{found['digest']}: {what} ({found['n_docs']} books, corpus {found['corpus']}). Search it with the "
+            "index it was trained against, or train a request encoder against this one "
+            "(recipe.frozen_catalogue.train_request_encoder)")
+    return want

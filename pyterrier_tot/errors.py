@@ -96,9 +96,15 @@ class StreamedCorpusError(ToTError, RuntimeError):
 __all__ = ["ToTError", "ModelUnavailableError", "DatasetUnavailableError", "LLMConfigurationError", "LLMFailure",
            "TerrierUnavailableError", "CoverImageError", "BadInputError", "UnknownDocnoError", "BadInputTypeError",
            "NoResultsWarning", "UnknownDocnoWarning", "LockTimeoutError",
-           "LLMUnavailableError", "StreamedCorpusError", "CorruptArtifactError", "ConfigError"]
+           "LLMUnavailableError", "StreamedCorpusError", "CorruptArtifactError", "ConfigError",
+           "FrozenCatalogueError"]
 
 
 class CorruptArtifactError(ToTError, ValueError):
     """A saved folder (index, model, fuser, ...) whose files are damaged: a half-written or edited
     ``pt_meta.json`` or corpus. The message names the folder and the file, and says how to rebuild it."""
+
+
+class FrozenCatalogueError(ToTError, ValueError):
+    """A request encoder trained against a frozen book index (one model's vectors of one corpus) used with another:
+    its requests live in the space of those vectors only. The message names both indexes and what to do."""

@@ -227,7 +227,11 @@ class BookIndex(BookCorpus, IndexParts, ToTArtifact):
         model = dense_index.model_key(model) or DEFAULT_MODEL
         if Path(model).expanduser().is_absolute() and not Path(model).expanduser().exists():
             return False
-        fields, precision = fields_tuple(fields), precision or "fp32"
+        fields = fields_tuple(fields)
+        books = dense_index.book_side(self, model, fields, max_chars, precision)
+        if books is not None:  # a request encoder: its frozen catalogue's vectors (checked to be this index's)
+            model, fields, max_chars, precision = books
+        precision = precision or "fp32"
         settings = dense_index.part_settings(model, fields, max_chars, precision)
         return self._part(dense_index.dense_folder(model, fields, max_chars, precision), settings, "index.flex",
                           warn=False)[1] or dense_index.moved_part(self, model, fields, max_chars, precision,
@@ -249,6 +253,18 @@ class BookIndex(BookCorpus, IndexParts, ToTArtifact):
         enc, precision = _encoder(model, encoder, precision)
         return dense_index.flex_index(self, model, fields_tuple(fields), max_chars, enc, precision, workers, devices)
 
+    def _dense_parts(self, model, fields, max_chars, encoder, workers, devices, precision):
+        """(the FlexIndex searched, the encoder of the requests, its precision): the model's own book vectors, or for
+        a request encoder trained against a frozen catalogue that catalogue's (checked to be this index's)."""
+        books = dense_index.book_side(self, model, fields, max_chars, precision)
+        enc, precision = _encoder(model, encoder, precision if books is None else books[3])
+        if books is None:
+            return self.flex_index(model, fields, max_chars, encoder=enc, workers=workers, devices=devices,
+                                   precision=precision), enc, precision
+        book_model, book_fields, book_chars, precision = books
+        return self.flex_index(book_model, book_fields, book_chars, workers=workers, devices=devices,
+                               precision=precision), enc, precision
+
     def dense(self, model=None, fields: FieldsArg = ("title", "text"), num_results: int = 1000,
               max_chars: Optional[int] = None, backend: str = "numpy", encoder=None, workers: int = 1,
               devices: Optional[Sequence[str]] = None, precision: Optional[str] = None) -> pt.Transformer:
@@ -264,9 +280,7 @@ class BookIndex(BookCorpus, IndexParts, ToTArtifact):
         check_int(num_results, "num_results", "BookIndex.dense")
         fields = fields_tuple(fields)
         model = dense_index.model_key(model, encoder)
-        enc, precision = _encoder(model, encoder, precision)
-        flex = self.flex_index(model, fields, max_chars, encoder=enc, workers=workers, devices=devices,
-                               precision=precision)
+        flex, enc, precision = self._dense_parts(model, fields, max_chars, encoder, workers, devices, precision)
         if backend == "numpy":
             retr = flex.np_retriever(num_results=num_results)
         elif backend == "faiss":
@@ -291,9 +305,7 @@ class BookIndex(BookCorpus, IndexParts, ToTArtifact):
 
         fields = fields_tuple(fields)
         model = dense_index.model_key(model, encoder)
-        enc, precision = _encoder(model, encoder, precision)
-        flex = self.flex_index(model, fields, max_chars, encoder=enc, workers=workers, devices=devices,
-                               precision=precision)
+        flex, enc, precision = self._dense_parts(model, fields, max_chars, encoder, workers, devices, precision)
         name = Path(model or DEFAULT_MODEL).name
         return DenseScorer(enc.query_encoder(), flex.np_scorer(), self.docnos,
                            f"DenseScorer({name}, {'+'.join(fields)}, max_chars={max_chars}"

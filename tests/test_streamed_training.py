@@ -3,6 +3,7 @@
 and streamed into a BookIndex. Every way to read the whole corpus (the frame, field_text, docs_iter, the page
 iterator) raises, and the pages read back by docno are counted: only gold and mined books may be read."""
 import json
+from pathlib import Path
 
 import pandas as pd
 import pyterrier as pt
@@ -43,6 +44,7 @@ def guarded(irds_2025, tmp_path, monkeypatch):  # noqa: F811
     ds = ptt.get_dataset("trec-tot/2025/train")
     index = ptt.BookIndex(ds, path=tmp_path / "index")
     index.bm25()  # built from the stream once, before the guards go up
+    index.flex_index("minilm")  # the catalogue a request encoder is trained against, encoded once
     assert index.streamed
 
     def refuse(*args, **kwargs):
@@ -122,3 +124,21 @@ def test_reading_by_docno_skips_unknown_pages(guarded):
     with pytest.raises(KeyError):
         index.books_of(["nope"])
     assert isinstance(books, pd.DataFrame)
+
+
+def test_request_encoder_trains_against_a_frozen_streamed_catalogue(guarded):
+    """Training the request side reads no page at all: gold and mined books are rows of the encoded catalogue."""
+    from pyterrier_tot.dense_index import FROZEN_BOOKS
+    from pyterrier_tot.recipe.frozen_catalogue import train_request_encoder
+
+    train, index, read = guarded
+    topics, qrels = train.get_topics("train"), train.get_qrels()
+    parts = sorted(p.name for p in Path(index.path).iterdir())
+    path = train_request_encoder(topics, qrels, index, "minilm", negatives="mined", n_mined=1, max_steps=2,
+                                 batch_size=4, max_seq_length=32, show_progress_bar=False)
+    meta = training_metadata(path)
+    assert meta["n_pairs"] == 8 and meta["steps"] == 2 and meta[FROZEN_BOOKS]["n_docs"] == len(index)
+    assert read == []                                                  # not one page's text was read
+    ranked = index.dense(path).search("a ghost in an old lighthouse")
+    assert len(ranked) == len(index) and set(ranked["docno"]) <= {d for d, _, _ in PAGES}
+    assert sorted(p.name for p in Path(index.path).iterdir()) == parts  # nothing encoded after training

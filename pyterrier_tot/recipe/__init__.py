@@ -8,6 +8,8 @@
 - :mod:`~pyterrier_tot.recipe.bases`: the fine-tuned base retrievers and their helpers;
   :mod:`~pyterrier_tot.recipe.soup` (averaged seeds), :mod:`~pyterrier_tot.recipe.hard_negatives` (mined
   negatives);
+- :mod:`~pyterrier_tot.recipe.frozen_catalogue`: a request encoder trained against a book index encoded once
+  (nothing re-encoded after training; the only training that scales to millions of pages);
 - :mod:`~pyterrier_tot.recipe.density_prior`: the base's density prior, one more expert;
 - :mod:`~pyterrier_tot.recipe.assembly`: the recipe's experts and pipeline; :mod:`~pyterrier_tot.recipe.weights`:
   the fuser's weights fitted on the tuning slice;
@@ -46,6 +48,7 @@ from pyterrier_tot.recipe.expert_training import (
                                           train_biencoder,
                                           train_field_expert,
 )
+from pyterrier_tot.recipe.frozen_catalogue import train_request_encoder
 from pyterrier_tot.recipe.hard_negatives import fine_tuned_hard
 from pyterrier_tot.recipe.mined_cross_encoder import fine_tuned_cross_encoder
 from pyterrier_tot.recipe.plan import RecipePlan
@@ -66,4 +69,5 @@ __all__ = ["tuned_pipeline", "recipe_plan", "training_free_pipeline",
            "fine_tuned_base", "fine_tuned_bases", "fine_tuned_hard", "base_grid", "choose_base", "choose_epoch",
            "default_helpers", "fine_tuned_cross_encoder", "TrainingSet", "DEFAULT_BASE", "BASE_SETTINGS", "HELPERS",
            "BASE_K", "EXPERT_K", "DEPTH", "FIT_METRIC", "FLOOR_METRIC", "FIT_BAGS", "DensityPrior", "book_density",
-           "recipe_priors", "train_biencoder", "train_base_retriever", "train_field_expert", "load_clue_cache"]
+           "recipe_priors", "train_biencoder", "train_base_retriever", "train_field_expert", "load_clue_cache",
+           "train_request_encoder"]
