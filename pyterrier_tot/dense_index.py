@@ -94,10 +94,12 @@ def flex_index(index, model: str, fields: Tuple[str, ...], max_chars: Optional[i
             vectors = ray_encode(index, enc, fields, max_chars, workers)
             flex.indexer(mode="overwrite").index(index._progress(vectors, f"dense {'+'.join(fields)} on Ray"))
             return
-        docs = index._progress(index.docs_iter(fields, max_chars), f"dense {'+'.join(fields)}")
-        if pool is None:
-            (SortedDocEncoder(enc) >> flex.indexer(mode="overwrite")).index(docs)
+        if pool is None:  # the bar follows the books encoded, not the chunks of thousands handed to the encoder
+            with index._progress(None, f"dense {'+'.join(fields)}") as shown:
+                (SortedDocEncoder(enc, progress=shown.update) >> flex.indexer(mode="overwrite")).index(
+                    index.docs_iter(fields, max_chars))
             return
+        docs = index._progress(index.docs_iter(fields, max_chars), f"dense {'+'.join(fields)}")
         with PooledDocEncoder(enc, pool) as pooled:
             (pooled >> flex.indexer(mode="overwrite")).index(docs)
 

