@@ -6,16 +6,12 @@ every public name is re-exported here, so ``import pyterrier_tot as ptt; ptt.Hed
 """
 __version__ = "0.2.0"
 
-from pyterrier_tot import _compat
-
-_compat.install()  # old module paths (0.1) keep importing, with a DeprecationWarning
-
 from pyterrier_tot.errors import (ToTError, ModelUnavailableError, DatasetUnavailableError, LLMConfigurationError,
                                   LLMFailure, TerrierUnavailableError, CoverImageError, BadInputError,
                                   UnknownDocnoError, BadInputTypeError, LockTimeoutError, NoResultsWarning,
                                   UnknownDocnoWarning, LLMUnavailableError,
-                                  StreamedCorpusError, CorruptArtifactError)
-from pyterrier_tot.normalise import Normalise, normalise_scores, linear_fusion
+                                  StreamedCorpusError, CorruptArtifactError, FrozenCatalogueError)
+from pyterrier_tot.normalise import Normalise, normalise_scores, linear_fusion, LinearFusion
 from pyterrier_tot.bars import set_progress, progress, progress_enabled
 from pyterrier_tot.datasets import get_dataset, list_datasets, own_catalogue, OwnCatalogue
 from pyterrier_tot.datasets.books import Book, BOOK_FIELDS, parse_year
@@ -63,7 +59,7 @@ __all__ = [
     "get_dataset", "list_datasets", "own_catalogue", "OwnCatalogue",
     "Book", "BOOK_FIELDS", "parse_year", "BookIndex", "tokenise_query", "RayWorkers",
     "resolve_model", "load_biencoder", "BiEncoderModel", "SafeRetriever", "DenseRetriever", "DenseScorer",
-    "BM25Scorer", "TextLoader", "Normalise", "normalise_scores", "linear_fusion",
+    "BM25Scorer", "TextLoader", "Normalise", "normalise_scores", "linear_fusion", "LinearFusion",
     # progress output
     "set_progress", "progress", "progress_enabled",
     # evaluation

@@ -150,23 +150,6 @@ def quiet_loading() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-@contextlib.contextmanager
-def quiet_per_call_bars() -> Iterator[None]:
-    """Inside: ``pt.tqdm`` bars are off. For calls into libraries that draw an unlabelled bar on every call with
-    no way to turn it off (pyterrier-dr's ``NumpyScorer``: one bar per scoring call of a pipeline)."""
-    original = pt.tqdm
-
-    def silent(*args, **kwargs):
-        kwargs["disable"] = True
-        return original(*args, **kwargs)
-
-    pt.tqdm = silent
-    try:
-        yield
-    finally:
-        pt.tqdm = original
-
-
 def native_logs_enabled() -> bool:
     """Whether native libraries may write their own logs (:func:`native_logs`, else ``$PYTERRIER_TOT_NATIVE_LOGS``;
     default off)."""

@@ -2,7 +2,8 @@
 
 PyTerrier's ``+`` adds raw scores: ``0.7 * bm25 + 0.3 * dense`` adds BM25 scores (about 5-40) to cosines (about
 0-1), so the sum is BM25's ranking. Put each system on one scale first, ``0.7 * (bm25 >> Normalise()) + 0.3 *
-(dense >> Normalise())``, which :func:`linear_fusion` writes for you::
+(dense >> Normalise())``, which :func:`linear_fusion` (a :class:`LinearFusion`) writes for you, keeping each
+row's query columns (PyTerrier's ``+`` leaves them NaN on books that only its right side returned)::
 
     fused = ptt.linear_fusion(bm25, dense, weights=[0.7, 0.3])            # min-max per query, then the sum
     rrf = ptt.linear_fusion(bm25, dense, normalise="rr")                 # reciprocal-rank fusion (k = 60)
@@ -14,7 +15,7 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot.policy import check_number, check_result_frame
+from pyterrier_tot.policy import check_number, check_result_frame, fill_query_columns
 
 METHODS = ("minmax", "zscore", "rr", "none")
 
@@ -77,29 +78,85 @@ class Normalise(pt.Transformer):
         return f"Normalise({self.method!r})" if self.method != "rr" else f"Normalise('rr', rr_k={self.rr_k})"
 
 
+class LinearFusion(pt.Transformer):
+    """``w1 * s1 + w2 * s2 + ...`` over the rankings of ``systems``, each first put on one scale by
+    :class:`Normalise` (``normalise``: ``minmax``, the default, ``zscore``, ``rr`` for reciprocal-rank fusion, or
+    ``none`` for raw scores of systems already on one scale); ``weights`` default to 1 each. A book that one system
+    did not return counts 0 there, the bottom of the min-max and RR scales, as with PyTerrier's ``+``.
+
+    It does the merge itself, so every row keeps its query columns: PyTerrier's ``+`` outer-merges two rankings
+    on (qid, docno) and keeps the left side's copy of each shared column, so a book that only the right side
+    returned has NaN in ``query``, ``query_0`` and the clue columns, and a re-ranker after it fails. Here each
+    shared column takes the first system's value that is present, a query column still missing is taken from the
+    qid's other rows or from the input (:func:`~pyterrier_tot.policy.fill_query_columns`), and an N/A clue stays
+    ``None``. The scores are the same as the ``+`` expression's."""
+
+    def __init__(self, *systems: pt.Transformer, weights=None, normalise: str = "minmax", rr_k: float = 60.0):
+        if len(systems) < 2:
+            raise ValueError(f"LinearFusion needs at least two systems, got {len(systems)}")
+        bad = [i for i, t in enumerate(systems) if not isinstance(t, pt.Transformer)]
+        if bad:
+            raise TypeError(f"LinearFusion: system(s) at position {bad} are not pt.Transformers "
+                            f"({[type(systems[i]).__name__ for i in bad]})")
+        weights = [1.0] * len(systems) if weights is None else [float(w) for w in weights]
+        if len(weights) != len(systems):
+            raise ValueError(f"LinearFusion: {len(weights)} weights for {len(systems)} systems")
+        if not all(np.isfinite(weights)):
+            raise ValueError(f"LinearFusion: weights must be finite numbers, got {weights}")
+        self.norm = Normalise(normalise, rr_k)  # validates the method name
+        self.systems = tuple(systems)
+        self.weights = tuple(weights)
+        self.normalise = normalise
+        self.rr_k = float(rr_k)
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        from pyterrier_tot.decomposition.clues import clues_na_as_none  # lazily: that package imports this module
+
+        merged = None
+        for i, (system, w) in enumerate(zip(self.systems, self.weights)):
+            res = system(inp)
+            if self.normalise != "none":
+                res = self.norm(res)
+            col = f"_score{i}"
+            res = res.drop(columns=["rank"], errors="ignore").rename(columns={"score": col})
+            res[col] = w * res[col].astype(float)
+            if merged is None:
+                merged = res
+                continue
+            shared = [c for c in res.columns if c in merged.columns and c not in ("qid", "docno")]
+            merged = merged.merge(res, on=["qid", "docno"], how="outer", suffixes=("", _RIGHT))
+            for c in shared:  # the first system's value where it has one, else this one's
+                merged[c] = merged[c].combine_first(merged.pop(c + _RIGHT))
+        parts = [f"_score{i}" for i in range(len(self.systems))]
+        merged["score"] = merged[parts].fillna(0.0).sum(axis=1)
+        merged = merged.drop(columns=parts)
+        if len(merged):
+            source = inp if "qid" in inp.columns else None
+            merged = clues_na_as_none(fill_query_columns(merged, source=source))
+        return pt.model.add_ranks(merged)
+
+    def subtransformers(self):
+        return {"systems": list(self.systems)}
+
+    def __repr__(self):
+        args = [repr(s) for s in self.systems]
+        if any(w != 1.0 for w in self.weights):
+            args.append(f"weights={list(self.weights)!r}")
+        if self.normalise != "minmax":
+            args.append(f"normalise={self.normalise!r}")
+        if self.rr_k != 60.0:
+            args.append(f"rr_k={self.rr_k!r}")
+        return f"LinearFusion({', '.join(args)})"
+
+
+_RIGHT = "__right"  # suffix of a later system's copy of a shared column while LinearFusion merges
+
+
 def linear_fusion(*systems: pt.Transformer, weights=None, normalise: str = "minmax",
                   rr_k: float = 60.0) -> pt.Transformer:
-    """``w1 * (s1 >> Normalise(normalise)) + w2 * (s2 >> Normalise(normalise)) + ...``: a weighted sum of rankings
-    on one scale, built from PyTerrier's own operators (so ``pt.inspect`` and ``%`` see through it). ``weights``
-    default to 1 each; ``normalise``: ``minmax`` (default), ``zscore``, ``rr`` (reciprocal-rank fusion) or
-    ``none`` (raw scores, only for systems already on one scale). A book one system did not return counts 0 there
-    (PyTerrier's ``+``), which is the bottom of the min-max and RR scales. Every row keeps its query columns
-    (``query``, ``query_0``, clues), also for a book only a later system returned: pyterrier_tot's patch of ``+``
-    (``pyterrier_tot._compat.patch_pyterrier_sum``) fills them per qid after PyTerrier's merge."""
-    if len(systems) < 2:
-        raise ValueError(f"linear_fusion needs at least two systems, got {len(systems)}")
-    bad = [i for i, t in enumerate(systems) if not isinstance(t, pt.Transformer)]
-    if bad:
-        raise TypeError(f"linear_fusion: system(s) at position {bad} are not pt.Transformers "
-                        f"({[type(systems[i]).__name__ for i in bad]})")
-    weights = [1.0] * len(systems) if weights is None else [float(w) for w in weights]
-    if len(weights) != len(systems):
-        raise ValueError(f"linear_fusion: {len(weights)} weights for {len(systems)} systems")
-    if not all(np.isfinite(weights)):
-        raise ValueError(f"linear_fusion: weights must be finite numbers, got {weights}")
-    norm = Normalise(normalise, rr_k)  # validates the method name
-    parts = [t if normalise == "none" else t >> norm for t in systems]
-    fused = weights[0] * parts[0]
-    for w, part in zip(weights[1:], parts[1:]):
-        fused = fused + w * part
-    return fused
+    """A :class:`LinearFusion` of ``systems``: ``w1 * (s1 >> Normalise(normalise)) + w2 * (s2 >>
+    Normalise(normalise)) + ...``, with every row keeping its query columns (``query``, ``query_0``, clues), also
+    for a book that only a later system returned. ``weights`` default to 1 each; ``normalise``: ``minmax``
+    (default), ``zscore``, ``rr`` (reciprocal-rank fusion) or ``none`` (raw scores, only for systems already on one
+    scale)."""
+    return LinearFusion(*systems, weights=weights, normalise=normalise, rr_k=rr_k)

@@ -18,10 +18,7 @@ import pyterrier as pt
 import pyterrier_alpha as pta
 
 from pyterrier_tot._util import empty_scored
-from pyterrier_tot.bars import (
-    quiet_native_output,  # noqa: F401  (re-exported)
-    quiet_per_call_bars,
-)
+from pyterrier_tot.bars import quiet_native_output  # noqa: F401  (re-exported)
 from pyterrier_tot.corpus_frame import years
 from pyterrier_tot.errors import BadInputError, NoResultsWarning, UnknownDocnoError  # noqa: F401  (re-exported)
 from pyterrier_tot.policy import (
@@ -192,10 +189,25 @@ class DenseScorer(pt.Transformer):
             out = inp.drop(columns=["score", "rank"], errors="ignore").merge(
                 scored[["qid", "docno", "score"]], on=["qid", "docno"], how="left")
             return add_ranks(out)[cols + [c for c in out.columns if c not in cols]]
-        with quiet_per_call_bars():  # pyterrier-dr's scorer draws a bar per call
-            out = self.scorer(self.query_encoder(inp))
+        out = self._score(self.query_encoder(inp))
         out = out.drop(columns=["query_vec", "docid"], errors="ignore")
         return out[cols + [c for c in out.columns if c not in cols]]
+
+    def _score(self, encoded: pd.DataFrame) -> pd.DataFrame:
+        """pyterrier-dr's scorer's own ``score(query_vecs, docids)`` per query, without its ``transform``: that
+        draws an unlabelled bar on every call and takes no setting to turn it off."""
+        flex = getattr(self.scorer, "flex_index", None)
+        if flex is None or not hasattr(self.scorer, "score"):  # another scorer: it runs as it is
+            return self.scorer(encoded)
+        docnos = flex.payload(return_dvecs=False)[0]
+        encoded = encoded.reset_index(drop=True)
+        scores = np.empty(len(encoded), dtype=np.float64)
+        for rows in encoded.groupby("qid", sort=False).indices.values():
+            query_vec = np.asarray(encoded["query_vec"].iat[rows[0]]).reshape(1, -1)
+            scores[rows] = np.asarray(self.scorer.score(query_vec, docnos.inv[encoded["docno"].to_numpy()[rows]]),
+                                      dtype=np.float64).reshape(-1)
+        out = add_ranks(encoded.drop(columns=["score", "rank"], errors="ignore").assign(score=scores))
+        return out.sort_values(["qid", "rank"], kind="stable").reset_index(drop=True)
 
     def __repr__(self):
         if self.unknown_docnos != "raise":

@@ -70,6 +70,7 @@ STAGES = {
     "BookIndex.dense_scorer": (True, False, True),
     "BookIndex.bm25_scorer": (True, False, True),
     "linear_fusion": (True, False, False),
+    "LinearFusion": (True, False, True),          # of two scorers: each refuses an unknown docno
     "BookIndex.text_loader": (False, False, True),
     "SafeRetriever": (True, False, False),
     "DenseRetriever": (True, False, False),

@@ -57,9 +57,9 @@ def test_llm_decomposer_na_is_none(tmp_path):
     assert out[YEAR_COLUMN].iloc[0] == 1999 and out[YEAR_COLUMN].iloc[1] is pd.NA
 
 
-def test_na_stays_none_through_a_sum_and_pt_apply(index):
+def test_na_stays_none_through_a_fusion_and_pt_apply(index):
     # BM25 matches a book or two, dense returns all six: most rows are merged in from the right
-    fused = ptt.RuleClueExtractor() >> (index.bm25() % 6 + index.dense() % 6)
+    fused = ptt.RuleClueExtractor() >> ptt.LinearFusion(index.bm25() % 6, index.dense() % 6, normalise="none")
     res = (fused >> pt.apply.query(lambda r: r["query"] + " again"))(TOPICS)
     left = (ptt.RuleClueExtractor() >> index.bm25() % 6)(TOPICS)
     assert len(res) > len(left)

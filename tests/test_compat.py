@@ -1,4 +1,5 @@
-"""Module paths of version 0.1 keep importing (with a DeprecationWarning) and give the same objects."""
+"""Module paths of version 0.1 keep importing (stub files that warn with a DeprecationWarning) and give the same
+objects."""
 import importlib
 import sys
 
@@ -42,16 +43,16 @@ class _Ranking(pt.Transformer):
         return pt.model.add_ranks(inp.merge(rows, on="qid"))
 
 
-def test_pyterrier_sum_keeps_every_query_column():
-    """Issue 30.3: PyTerrier's + keeps the left side's copy of each shared column, so a book only the right side
-    returned had NaN in query, query_0 and the clue columns; pyterrier_tot's patch fills them per qid."""
+def test_linear_fusion_keeps_every_query_column():
+    """PyTerrier's + keeps the left side's copy of each shared column, so a book only the right side returned has
+    NaN in query, query_0 and the clue columns; the library's LinearFusion fills them per qid (raw scores summed)."""
     topics = pd.DataFrame({"qid": ["1", "2", "3"], "query": ["red moon", "ghost", "kittens"],
                            "query_0": ["uh red moon?", "a ghost", "kittens i think"],
                            "clue_title": pd.Series(["Red Moon", None, None], dtype=object),
                            "clue_year": pd.array([2004, pd.NA, 1996], dtype="Int64")})
     left = _Ranking({"1": [("a", 2.0)], "2": [("a", 1.0), ("b", 0.5)]})          # nothing for qid 3
     right = _Ranking({"1": [("b", 1.0), ("c", 0.2)], "2": [("c", 3.0)], "3": [("a", 1.0)]})
-    res = (left + right)(topics)
+    res = ptt.LinearFusion(left, right, normalise="none")(topics)
     assert sorted(zip(res.qid, res.docno)) == [("1", "a"), ("1", "b"), ("1", "c"), ("2", "a"), ("2", "b"),
                                                ("2", "c"), ("3", "a")]
     want = topics.set_index("qid")

@@ -31,7 +31,9 @@ def test_benchmarks_are_grouped_and_every_script_is_named_in_the_index():
 
 
 def test_decomposition_holds_the_pipeline_parts_and_modules_are_sized_by_concept():
-    modules = [p for p in (ROOT / "pyterrier_tot" / "decomposition").glob("*.py") if p.name != "__init__.py"]
+    # the stub files of old module paths (``_compat.moved``: they warn and re-export) are not parts
+    modules = [p for p in (ROOT / "pyterrier_tot" / "decomposition").glob("*.py") if p.name != "__init__.py"
+               and "_compat.moved(__name__)" not in p.read_text()]
     assert len(modules) <= 12, sorted(p.name for p in modules)
     big = {str(p.relative_to(ROOT)): n for p in (ROOT / "pyterrier_tot").rglob("*.py")
            if (n := len(p.read_text().splitlines())) > 400}

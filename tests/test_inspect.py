@@ -196,6 +196,8 @@ CASES = [
     Case("BookIndex.bm25_scorer", "score", lambda e: e.index.bm25_scorer(), results),
     Case("linear_fusion", "retrieve",
          lambda e: ptt.linear_fusion(e.index.bm25(num_results=3), e.index.dense(num_results=3)), queries),
+    Case("LinearFusion", "score",
+         lambda e: ptt.LinearFusion(e.index.bm25_scorer(), e.index.dense_scorer(), normalise="none"), results),
     Case("BookIndex.text_loader", "load", lambda e: e.index.text_loader(), results),
     Case("load_biencoder", "query-encoder", lambda e: ptt.load_biencoder(), queries),
     # the classes behind the BookIndex methods, reached the way users get them

@@ -16,6 +16,7 @@ import pyterrier as pt
 from pyterrier_tot.decomposition.date_expert import DateExpert
 from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert
 from pyterrier_tot.decomposition.pipeline import DecompositionPipeline, decomposition_pipeline
+from pyterrier_tot.normalise import LinearFusion
 from pyterrier_tot.recipe.bases import encoding_precision
 from pyterrier_tot.recipe.protocol import as_path
 
@@ -83,13 +84,11 @@ def _author_acts(index) -> bool:
 
 def candidate_base(experts: Dict[str, pt.Transformer], names: Sequence[str], k: int = BASE_K) -> pt.Transformer:
     """The retriever whose top ``k`` seeds the candidates: the one base expert, or with several the sum of their
-    raw (cosine) scores, each retrieving :data:`MULTI_BASE_DEPTH` deep."""
+    raw (cosine) scores (a :class:`~pyterrier_tot.normalise.LinearFusion` that keeps each row's query columns),
+    each retrieving :data:`MULTI_BASE_DEPTH` deep."""
     if len(names) == 1:
         return experts[names[0]].retriever(k)
-    summed = experts[names[0]].retriever(MULTI_BASE_DEPTH)
-    for name in names[1:]:
-        summed = summed + experts[name].retriever(MULTI_BASE_DEPTH)
-    return summed % k
+    return LinearFusion(*(experts[name].retriever(MULTI_BASE_DEPTH) for name in names), normalise="none") % k
 
 
 def _with_extra(experts: Dict[str, pt.Transformer],
