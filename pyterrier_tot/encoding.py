@@ -180,8 +180,9 @@ class SortedDocEncoder(_DocVectorStage):
         return vecs
 
     def _encode(self, texts: List[str]) -> np.ndarray:
-        vecs = self.bi_encoder.model.encode(texts, batch_size=self.encode_batch_size, show_progress_bar=False,
-                                            normalize_embeddings=False, convert_to_numpy=True)
+        # encode_document: with the model's document prompt, if it has one (nomic's "search_document: ")
+        vecs = self.bi_encoder.model.encode_document(texts, batch_size=self.encode_batch_size, show_progress_bar=False,
+                                                     normalize_embeddings=False, convert_to_numpy=True)
         return _vectors(vecs)
 
 
@@ -256,8 +257,9 @@ class PooledDocEncoder(_DocVectorStage):
         if not texts:
             return np.empty((0, 0), dtype=np.float32)
         self.start()
-        vecs = self.model.encode(texts, batch_size=self.chunk_size, pool=self._pool, chunk_size=self.chunk_size,
-                                 show_progress_bar=False, normalize_embeddings=False)
+        vecs = self.model.encode_document(texts, batch_size=self.chunk_size, pool=self._pool,
+                                          chunk_size=self.chunk_size, show_progress_bar=False,
+                                          normalize_embeddings=False)
         return _vectors(vecs)
 
 

@@ -251,6 +251,7 @@ def _train_into(pairs, targets: Dict[int, Path], out: Path, base_model, params: 
     from sentence_transformers import InputExample, SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
+    from pyterrier_tot.model_prompts import prompted_examples
     from pyterrier_tot.models import device_label, resolve_model, training_device
 
     epochs, batch_size, seed = params["epochs"], params["batch_size"], params["seed"]
@@ -268,7 +269,9 @@ def _train_into(pairs, targets: Dict[int, Path], out: Path, base_model, params: 
     model.max_seq_length = max_seq_length
     if freeze_layers:
         freeze_lower_layers(model, int(freeze_layers))
-    loader = DistinctTextBatches([InputExample(texts=list(ex)) for ex in pairs], batch_size=batch_size)
+    # the model's prompts (nomic: "search_query: " / "search_document: ") as it will be used; none for MiniLM, mpnet
+    loader = DistinctTextBatches([InputExample(texts=ex) for ex in prompted_examples(model, pairs)],
+                                 batch_size=batch_size)
     steps = len(loader) if not max_steps else min(max_steps, len(loader))
     loss = MultipleNegativesRankingLoss(model)
     t0 = time.time()
