@@ -128,14 +128,21 @@ class RayDocEncoder:
 
 @contextlib.contextmanager
 def _ordered(ray):
-    """Ray Data's current context with the blocks kept in input order (restored afterwards)."""
+    """Ray Data's current context with the blocks kept in input order and Ray's own progress output off (the
+    build has its bar); restored afterwards."""
     ctx = ray.data.DataContext.get_current()
-    kept = (ctx.execution_options.preserve_order, ctx.enable_progress_bars)
-    ctx.execution_options.preserve_order, ctx.enable_progress_bars = True, False
+    quiet = {"enable_progress_bars": False, "print_on_execution_start": False}
+    kept = {k: getattr(ctx, k) for k in quiet if hasattr(ctx, k)}
+    order = ctx.execution_options.preserve_order
+    ctx.execution_options.preserve_order = True
+    for k in kept:
+        setattr(ctx, k, quiet[k])
     try:
         yield ctx
     finally:
-        ctx.execution_options.preserve_order, ctx.enable_progress_bars = kept
+        ctx.execution_options.preserve_order = order
+        for k, v in kept.items():
+            setattr(ctx, k, v)
 
 
 def ray_encode(index, bi_encoder, fields: Tuple[str, ...], max_chars: Optional[int],

@@ -1,7 +1,8 @@
 """Ray on a local cluster (two CPUs, loopback only, started once for the module and shut down at its end): the sample
 corpus's MiniLM index built by Ray actors is the local build (same vectors, manifest and rankings), an actor that
-dies is restarted and a build that fails leaves nothing behind, ``tuned_pipeline(ds).parallel(2, backend="ray")``
-returns the serial run, and an LLM stage's answers cached by one Ray worker are the others' too."""
+dies is restarted (on a streamed corpus) and a build that fails leaves nothing behind,
+``tuned_pipeline(ds).parallel(2, backend="ray")`` returns the serial run, and an LLM stage's answers cached by one
+Ray worker are the others' too."""
 import json
 import os
 import sys
@@ -97,7 +98,7 @@ def test_a_dead_actor_is_restarted_and_a_failed_build_leaves_nothing(ray, built,
     books = local.corpus.head(3 * BLOCK)
     _DiesOnce.marker = str(tmp_path / "died")
     monkeypatch.setattr(ray_encoding, "RayDocEncoder", _DiesOnce)
-    survived = ptt.BookIndex(books, path=tmp_path / "survived")
+    survived = ptt.BookIndex(books, path=tmp_path / "survived", stream=True)  # actors read corpus.jsonl by offsets
     vectors = np.asarray(survived.flex_index("minilm", workers=ptt.RayWorkers(1, block=BLOCK)).payload()[1])
     assert os.path.exists(_DiesOnce.marker)
     np.testing.assert_allclose(vectors, np.asarray(flex1.payload()[1])[:3 * BLOCK], atol=1e-5)
