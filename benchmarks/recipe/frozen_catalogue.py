@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -98,7 +99,8 @@ def cost(ds, index, steps: int = 8) -> dict:
 
     topics, qrels = train_data(ds, "rest")
     pairs = build_pairs(topics, qrels, index)
-    out = {"steps": steps, "machine": _common.machine(), "native_bf16": native_bf16()}
+    out = {"steps": steps, "machine": _common.machine(), "native_bf16": native_bf16(),
+           "load_average_at_start": [round(x, 1) for x in os.getloadavg()]}
     for model in ("minilm", "mpnet"):
         amp = BASE_SETTINGS[model]["amp"] == "auto" and native_bf16()
         t0 = time.perf_counter()
@@ -115,6 +117,7 @@ def cost(ds, index, steps: int = 8) -> dict:
                       "catalogue_encoding_s (0 when it was built before)": round(encode_s, 1)}
         out[model]["speed-up"] = round(out[model]["pair_s_per_step"] / out[model]["request_s_per_step"], 2)
         print(model, out[model], flush=True)
+    out["load_average_at_end"] = [round(x, 1) for x in os.getloadavg()]
     WORK.mkdir(parents=True, exist_ok=True)
     (WORK / "cost.json").write_text(json.dumps(out))
     return out
@@ -134,7 +137,10 @@ def main() -> None:
         import pandas as pd
 
         md = [f"# {__doc__.splitlines()[0]}", "", "## Cost of a step (the study itself has not run yet)", "",
-              f"Machine: {found['machine']}; {found['steps']} steps of batch 16 at 256 tokens each, same run.", "",
+              f"Machine: {found['machine']}; {found['steps']} steps of batch 16 at 256 tokens each, same run; "
+              f"load average (1, 5, 15 min) {found['load_average_at_start']} at the start and "
+              f"{found['load_average_at_end']} at the end (above 2, other jobs shared the two cores: the "
+              "seconds are inflated, the ratio less so).", "",
               _common.md_table(pd.DataFrame(rows).astype(object)), "",
               "A pair step encodes 16 requests and their 16 books and back-propagates through both; a request "
               "step encodes the 16 requests and scores them against the stored vectors of every book."]
