@@ -2,6 +2,7 @@
 cluster with one and two actors, in one run, and what that makes of TREC ToT's 6.4M pages.
 
     flock /tmp/heavy.lock .venv/bin/python benchmarks/speed_scale/ray_encoding.py [--books 2679] [--block 256]
+    .venv/bin/python benchmarks/speed_scale/ray_encoding.py --cpus 16 --gpus 1     # on a GPU machine: a GPU row too
 
 Each row builds the dense index (MiniLM, fp32, title + text) of the first ``--books`` Reddit-TOMT books into a
 fresh folder, timed from the call to the index on disk: for Ray that includes starting the actors and shipping
@@ -47,12 +48,15 @@ def markdown(payload: dict) -> str:
     table = rows[["build", "seconds", "books_per_s", "pages_per_s", "speed_vs_single", "max_abs_diff",
                   "load_before", "load_after"]].assign(max_abs_diff=[f"{v:.1e}" for v in rows["max_abs_diff"]])
     per_cpu = payload["ray_2_workers_pages_per_s"] / 2
+    by = {r["build"]: r for r in payload["rows"]}
+    scaling = by["Ray, 1 actor x 1 CPU"]["seconds"] / by["Ray, 2 actors x 1 CPU"]["seconds"]
     lines = [
         "# Encoding on Ray: single process vs a local Ray cluster (MiniLM, fp32)",
         "",
         f"`benchmarks/speed_scale/ray_encoding.py`: the first {payload['books']} Reddit-TOMT books (title + text, "
         f"{payload['mean_tokens']:.0f} MiniLM tokens a book on average), Ray blocks of {payload['block']} books, "
-        f"a local cluster `ray.init(num_cpus=2)` (started in {payload['ray_init_s']:.1f} s, not counted below). "
+        f"a local cluster `ray.init(num_cpus={payload.get('cpus', 2)}, num_gpus={payload.get('gpus', 0)})` "
+        f"(started in {payload['ray_init_s']:.1f} s, not counted below). "
         "Seconds from the call to the index on disk; Ray's include starting the actors and shipping the model. "
         "pages/s: the rate rescaled to 256-token pages (cost taken as proportional to tokens). max_abs_diff: "
         "the largest difference of a vector component from the single-process build. load: the 1-minute load "
@@ -60,7 +64,8 @@ def markdown(payload: dict) -> str:
         "",
         _common.md_table(table, "{:.2f}"),
         "",
-        f"Per CPU: {per_cpu:.1f} pages/s with two one-CPU actors. At that rate 6,407,814 pages take "
+        f"Two actors against one: {scaling:.2f}x. Per CPU: {per_cpu:.1f} pages/s with two one-CPU actors. "
+        f"At that rate 6,407,814 pages take "
         f"{PAGES / per_cpu / 3600:.0f} CPU-hours: {PAGES / per_cpu / 3600 / 32:.1f} h on 32 CPUs "
         f"(e.g. two 16-core nodes), {PAGES / per_cpu / 3600 / 128:.1f} h on 128.",
         "",
@@ -74,6 +79,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--books", type=int, default=2679)
     ap.add_argument("--block", type=int, default=256)
+    ap.add_argument("--cpus", type=int, default=2, help="CPUs of the local cluster")
+    ap.add_argument("--gpus", type=int, default=0, help="GPUs of the local cluster: adds a row of one actor per GPU")
     args = _common.parse_or_render(ap, NAME, markdown)
     if args is None:
         return
@@ -87,11 +94,14 @@ def main() -> None:
     texts = (books["title"].astype(str) + "\n" + books["text"].astype(str)).str.strip().tolist()
     tokens = [min(len(ids), PAGE_TOKENS) for ids in enc.model.tokenizer(texts)["input_ids"]]
     t0 = time.perf_counter()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    ray.init(address="local", num_cpus=args.cpus, num_gpus=args.gpus, include_dashboard=False,
+             logging_level="WARNING")
     ray_init_s = time.perf_counter() - t0
     builds = [("single process (torch, 2 threads)", 1), ("Ray, 1 actor x 1 CPU", ptt.RayWorkers(1, block=args.block)),
               ("Ray, 2 actors x 1 CPU", ptt.RayWorkers(2, block=args.block)),
               ("Ray, 1 actor x 2 CPUs", ptt.RayWorkers(1, cpus=2, block=args.block))]
+    if args.gpus:
+        builds.append((f"Ray, {args.gpus} actors x 1 GPU", ptt.RayWorkers(args.gpus, gpus=1, block=args.block)))
     rows, reference = [], None
     try:
         for name, workers in builds:
@@ -109,10 +119,12 @@ def main() -> None:
     for row in rows:
         row["speed_vs_single"] = round(rows[0]["seconds"] / row["seconds"], 2)
     two = next(r for r in rows if r["build"] == "Ray, 2 actors x 1 CPU")
-    payload = {"books": len(books), "block": args.block, "mean_tokens": float(np.mean(tokens)),
-               "ray_init_s": round(ray_init_s, 1), "rows": rows, "ray_2_workers_pages_per_s": two["pages_per_s"],
-               "ray": ray.__version__, "seconds": round(time.perf_counter() - started, 1)}
+    payload = {"books": len(books), "block": args.block, "cpus": args.cpus, "gpus": args.gpus,
+               "mean_tokens": float(np.mean(tokens)), "ray_init_s": round(ray_init_s, 1), "rows": rows,
+               "ray_2_workers_pages_per_s": two["pages_per_s"], "ray": ray.__version__,
+               "seconds": round(time.perf_counter() - started, 1)}
     _common.write_results(NAME, payload, markdown(payload))
+
 
 if __name__ == "__main__":
     main()
