@@ -50,6 +50,32 @@ def cache_dir() -> Path:
     return path
 
 
+def flat_name(part) -> str:
+    """``part`` (a dataset name, a model name, settings) as text that stays one folder name: a path separator
+    becomes ``-`` (``trec-tot-local/my-books`` → ``trec-tot-local-my-books``)."""
+    text = str(part).replace("/", "-").replace("\\", "-")
+    if text.strip(".") == "":
+        raise ValueError(f"{part!r} cannot name a cache folder")
+    return text
+
+
+def dataset_tag(dataset) -> str:
+    """The short name of ``dataset`` (or of a dataset name) in cache folder names, one flat folder: "reddit" for
+    Reddit-TOMT (as older runs named it), else the name with each ``/`` as ``-``."""
+    name = str(getattr(dataset, "name", dataset))
+    return "reddit" if name == "reddit-tomt-books" else flat_name(name)
+
+
+def cache_folder(*parts, under: str = "models") -> Path:
+    """The one function that names a folder of the library's cache: ``cache_dir() / under / name``, ``name`` the
+    ``parts`` (a kind, the :func:`dataset_tag`, the settings that make the artifact) joined by ``-``, each made flat
+    by :func:`flat_name`, so a dataset or model name with a ``/`` never makes nested folders. ``under``:
+    ``models`` (trained models and fits) or ``indexes``."""
+    if not parts:
+        raise ValueError("cache_folder needs at least one part")
+    return cache_dir() / under / "-".join(flat_name(p) for p in parts)
+
+
 def require_columns(df: pd.DataFrame, columns: Iterable[str], who: str) -> None:
     """Raise a ``KeyError`` naming ``who`` and every missing column."""
     missing = [c for c in columns if c not in df.columns]

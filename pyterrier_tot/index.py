@@ -30,7 +30,7 @@ from pyterrier_tot import _artifact as art
 from pyterrier_tot import bm25_index, dense_index
 from pyterrier_tot import corpus_store as cs
 from pyterrier_tot._artifact import META_FILE, ToTArtifact, own_meta, read_meta
-from pyterrier_tot._util import cache_dir
+from pyterrier_tot._util import cache_folder
 from pyterrier_tot.corpus_store import CORPUS_FILE, BookCorpus, FieldsArg, fields_tuple
 from pyterrier_tot.corpus_store import book_frame as _book_frame
 from pyterrier_tot.corpus_store import frame_fingerprint as _fingerprint
@@ -85,7 +85,7 @@ class BookIndex(BookCorpus, IndexParts, ToTArtifact):
                                  "frame names its own folder; an iterable cannot be told from another one)")
             # a streamed corpus is known by its key (no fingerprint before reading it all): the folder is reused
             # for the same key without reading the dataset again
-            super().__init__(Path(path) if path else cache_dir() / "indexes" / f"{_slug(key)}-stream")
+            super().__init__(Path(path) if path else cache_folder(f"{_slug(key)}-stream", under="indexes"))
             self.name, self.fingerprint, self._source = name or default_name, None, (docs, total, key)
             self._save_corpus()
             return
@@ -98,7 +98,7 @@ class BookIndex(BookCorpus, IndexParts, ToTArtifact):
         corpus = frame.reset_index(drop=True)
         name = name or default_name
         folder, fingerprint = cs.folder_of(corpus, (lambda fp: Path(path)) if path else (
-            lambda fp: cache_dir() / "indexes" / f"{_slug(name)}-{fp}"))
+            lambda fp: cache_folder(f"{_slug(name)}-{fp}", under="indexes")))
         super().__init__(folder)
         self._set_corpus(corpus, name, fingerprint)
         self._save_corpus()

@@ -74,6 +74,10 @@ class Normalise(pt.Transformer):
         out["score"] = normalise_scores(out, self.method, rr_k=self.rr_k).to_numpy()
         return pt.model.add_ranks(out)
 
+    def settings(self) -> dict:
+        """What changes its scores (:mod:`pyterrier_tot._cache_key`)."""
+        return {"method": self.method, "rr_k": float(self.rr_k) if self.method == "rr" else None}
+
     def __repr__(self):
         return f"Normalise({self.method!r})" if self.method != "rr" else f"Normalise('rr', rr_k={self.rr_k})"
 
@@ -137,6 +141,13 @@ class LinearFusion(pt.Transformer):
 
     def subtransformers(self):
         return {"systems": list(self.systems)}
+
+    def settings(self) -> dict:
+        """What changes its scores (:mod:`pyterrier_tot._cache_key`)."""
+        from pyterrier_tot._cache_key import settings_of
+
+        return {"systems": settings_of(list(self.systems)), "weights": list(self.weights),
+                "normalise": self.normalise, "rr_k": self.rr_k}
 
     def __repr__(self):
         args = [repr(s) for s in self.systems]

@@ -112,6 +112,11 @@ class SafeRetriever(pt.Transformer):
         report_missing_qids(inp, res, repr(self), self)
         return res[cols + [c for c in res.columns if c not in cols]]
 
+    def settings(self) -> dict:
+        """What changes its ranking (:mod:`pyterrier_tot._cache_key`): the description the ``BookIndex`` method
+        wrote from its arguments (model, fields, BM25's k1 and b, precision), not the repr, and the cut-off."""
+        return {"label": self.label, "num_results": self.num_results}
+
     def __repr__(self):
         if self.num_results is None or self.num_results == 1000 or not self.label.endswith(")"):
             return self.label
@@ -155,6 +160,10 @@ class DenseRetriever(pt.Transformer):
         res = self.retriever(self.query_encoder(inp))
         # pyterrier-dr rebuilds the frame: clue text columns come back as strings with NaN for N/A
         return clues_na_as_none(res.drop(columns=["query_vec", "docid"], errors="ignore"))
+
+    def settings(self) -> dict:
+        """What changes its ranking (:mod:`pyterrier_tot._cache_key`): the ``BookIndex`` method's description."""
+        return {"label": self.label, "num_results": getattr(self.retriever, "num_results", None)}
 
     def __repr__(self):
         return self.label
@@ -209,6 +218,10 @@ class DenseScorer(pt.Transformer):
         out = add_ranks(encoded.drop(columns=["score", "rank"], errors="ignore").assign(score=scores))
         return out.sort_values(["qid", "rank"], kind="stable").reset_index(drop=True)
 
+    def settings(self) -> dict:
+        """What changes its scores (:mod:`pyterrier_tot._cache_key`): the ``BookIndex`` method's description."""
+        return {"label": self.label}
+
     def __repr__(self):
         if self.unknown_docnos != "raise":
             return f"{self.label[:-1]}, unknown_docnos={self.unknown_docnos!r})"
@@ -246,6 +259,10 @@ class BM25Scorer(pt.Transformer):
         out["score"] = out["score"].astype(float).fillna(0.0)
         out.loc[unknown, "score"] = np.nan
         return add_ranks(out)[cols + [c for c in out.columns if c not in cols]]
+
+    def settings(self) -> dict:
+        """What changes its scores (:mod:`pyterrier_tot._cache_key`): the ``BookIndex`` method's description."""
+        return {"label": self.label}
 
     def __repr__(self):
         return self.label if self.unknown_docnos == "raise" else \

@@ -10,6 +10,7 @@ import pytest
 from conftest import TINY_BOOKS
 from test_bases import TinyDataset
 
+from pyterrier_tot._cache_key import cache_key
 from pyterrier_tot.index import BookIndex
 from pyterrier_tot.recipe import mined_cross_encoder, second_stage
 from pyterrier_tot.recipe import tuned as recipe
@@ -57,6 +58,7 @@ def test_recipe_cross_encoder_trains_from_the_base_and_is_cached(index, tmp_path
     assert info["init"] == str(base) and info["mined_from"] == "recipe top 3" and info["steps"] == 1
     assert second_stage.recipe_cross_encoder(ds, index, train=False, **kw) == path      # cached, not retrained
     assert info["mined_by"] == repr(kw["pipeline"]) and info["mined_by_default"] is False
+    assert info["mined_by_key"] == cache_key(kw["pipeline"])  # compared by settings, not by how it prints
     assert second_stage.recipe_cross_encoder(ds, index, train=False, **{**kw, "pipeline": index.dense()}) == path
     for other in (index.bm25(), None):  # another miner (or the default) never gets this one's model back
         with pytest.raises(ValueError, match="learnt from negatives ranked by"):

@@ -176,6 +176,11 @@ class DateExpert(pt.Transformer):
         out["score"] = np.where(unknown, np.nan, self.score_years(years, clue_years))
         return add_ranks(out)
 
+    def settings(self) -> dict:
+        """What changes its scores (the cache key of fits over them, :mod:`pyterrier_tot._cache_key`)."""
+        return {"soft": self.soft, "tau": self.tau if self.soft else None, "neutral": self.neutral,
+                "clue": self.clue, "year_column": self.year_column}
+
     def __repr__(self):
         kind = f"soft, tau={self.tau:g}" if self.soft else "hard"
         unknown = "" if self.unknown_docnos == "raise" else f", unknown_docnos={self.unknown_docnos!r}"

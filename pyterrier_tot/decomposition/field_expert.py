@@ -217,12 +217,22 @@ class FieldExpert(pt.Transformer):
         out.loc[unknown, "score"] = np.nan
         return add_ranks(out)
 
+    def settings(self) -> dict:
+        """What changes its scores (the cache key of fits over them, :mod:`pyterrier_tot._cache_key`); the index
+        and the model's weights are keyed beside it."""
+        dense = self.backend == "dense"
+        return {"field": self.field, "backend": self.backend, "clue": self.clue, "book_fields": list(self.book_fields),
+                "model": str(self.model or "minilm") if dense else None,
+                "precision": (self.precision or "fp32") if dense else None, "normalise": self.normalise,
+                "num_results": self.num_results, "scorer_depth": self.scorer_depth, "max_chars": self.max_chars,
+                "bm25_kwargs": None if dense else dict(sorted(self.bm25_kwargs.items()))}
+
     def __repr__(self):
         model = "" if self.backend == "bm25" else f", model={self.model or 'minilm'!r}"
         if self.backend == "dense" and self.precision not in (None, "fp32"):
             model += f", precision={self.precision!r}"
         unknown = "" if self.unknown_docnos == "raise" else f", unknown_docnos={self.unknown_docnos!r}"
-        # every other setting that changes a score, where it is not the default (the repr keys fitted weights)
+        # every other setting that changes a score, where it is not the default
         default_clue = "query" if self.field == "query" else clue_column(self.field)
         rest = "".join(f", {k}={v!r}" for k, v, d in (
             ("clue", self.clue, default_clue), ("max_chars", self.max_chars, None),

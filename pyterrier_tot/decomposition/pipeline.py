@@ -26,6 +26,7 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
+from pyterrier_tot._cache_key import settings_of
 from pyterrier_tot._util import explain_columns, require_columns
 from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, YEAR_COLUMN, clues_na_as_none
 from pyterrier_tot.decomposition.date_expert import DateExpert
@@ -136,6 +137,11 @@ class CandidateUnion(pt.Transformer):
         report_missing_qids(inp, allres, repr(self), self)
         out = inp.merge(allres, on="qid")
         return pt.model.add_ranks(out)[cols]
+
+    def settings(self) -> dict:
+        """What changes its candidates (:mod:`pyterrier_tot._cache_key`)."""
+        return {"base": settings_of(self.base), "retrievers": settings_of(self.retrievers), "names": self.names,
+                "k": self.k, "expert_k": self.expert_k}
 
     def __repr__(self):
         if not self.retrievers:
@@ -269,6 +275,13 @@ class DecompositionPipeline(pt.Transformer):
             cands = CandidateUnion(cands.base, [cands.retrievers[i] for i in kept], k=cands.k, expert_k=cands.expert_k,
                                    names=None if cands.names is None else [cands.names[i] for i in kept])
         return DecompositionPipeline(self.decomposer, cands, experts, fuser, tail=self.tail, depth=self.depth)
+
+    def settings(self) -> dict:
+        """What changes its ranking, stage by stage (:mod:`pyterrier_tot._cache_key`: a model trained on this
+        pipeline's ranking records its key)."""
+        return {"decomposer": settings_of(self.decomposer), "candidates": settings_of(self.candidates),
+                "experts": settings_of(self.experts), "fuser": settings_of(self.fuser),
+                "tail": settings_of(self.tail) if self.depth else None, "depth": self.depth}
 
     def __repr__(self):
         tail = f" then {self.tail!r} to depth {self.depth}" if self.tail is not None and self.depth else ""

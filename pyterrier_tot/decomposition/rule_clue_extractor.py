@@ -95,6 +95,10 @@ class RuleClueExtractor(pt.Transformer):
         out[YEAR_COLUMN] = clues[YEAR_COLUMN].astype("Int64")
         return out
 
+    def settings(self) -> dict:
+        """What changes its clues (:mod:`pyterrier_tot._cache_key`)."""
+        return {"reference_year": self.reference_year, "query_column": self.query_column}
+
     def __repr__(self):
         args = [] if self.reference_year is None else [f"reference_year={self.reference_year}"]
         if self.query_column != "query":

@@ -346,6 +346,12 @@ class WeightedFuser(pt.Transformer):
         fuser.path = Path(str(path.path) if isinstance(path, pt.Artifact) else os.fspath(path)).expanduser()
         return fuser
 
+    def settings(self) -> dict:
+        """What changes its fused scores (:mod:`pyterrier_tot._cache_key`); its experts are keyed by the pipeline
+        that holds them."""
+        return {"names": list(self.names), "weights": [float(w) for w in self.weights],
+                "normalise": list(self.normalise), "neutral": list(self.neutral), "rr_k": float(self.rr_k)}
+
     def __repr__(self):
         w = ", ".join(f"{n}={x:g}" for n, x in zip(self.names, self.weights))
         return f"WeightedFuser({w}; normalise={self.normalise[0] if len(set(self.normalise)) == 1 else self.normalise})"

@@ -174,9 +174,22 @@ class GenerativeRetriever(pt.Transformer):
                             cue=self.backbone.cue, shared_ids=self.shared_ids, **meta)
         return art
 
+    def settings(self) -> dict:
+        """What changes its scores (the key of the recipe's weights fitted with it as an expert,
+        :mod:`pyterrier_tot._cache_key`): the backbone, the identifiers, the decoding, and a loaded model's weights."""
+        import hashlib
+        import json
+
+        ids = hashlib.sha1(json.dumps(sorted(self.ids.items())).encode()).hexdigest()
+        chapters = hashlib.sha1(json.dumps(sorted(self.chapters.items()), default=str).encode()).hexdigest()
+        agg = {"aggregation": self.aggregation, "beta": self.beta, "gamma": self.gamma,
+               "chapters": chapters} if self.aggregation else {}
+        return {"backbone": self.backbone.name, "ids": ids, "num_results": self.num_results,
+                "num_beams": self.num_beams, "max_source_tokens": self.max_source_tokens, "label": self.label,
+                "weights": getattr(self, "weights", None), **agg}
+
     def __repr__(self):
-        # every setting that changes a score where it is not the default, and a loaded model's weights: the repr
-        # keys the recipe's fitted weights when the retriever is one of its experts
+        # every setting that changes a score where it is not the default, and a loaded model's weights
         extra = f", aggregation={self.aggregation!r}" if self.aggregation else ""
         if self.aggregation and (self.beta, self.gamma) != (BETA, GAMMA):
             extra += f", beta={self.beta:g}, gamma={self.gamma:g}"

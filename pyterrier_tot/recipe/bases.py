@@ -34,7 +34,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import pandas as pd
 
 from pyterrier_tot._artifact import train_once
-from pyterrier_tot._util import cache_dir
+from pyterrier_tot._util import cache_folder
 from pyterrier_tot.recipe.protocol import (
     TUNING_QUERIES,
     TUNING_SEED,
@@ -97,15 +97,15 @@ def base_dir(dataset, model: str = "minilm", n: int = TUNING_QUERIES, tuning_see
     if str(model).lower() == "minilm" and cfg == {**COMMON, **LEGACY_MINILM}:
         # the name older runs gave MiniLM's first settings, so a model trained by them is found again (and never
         # mistaken for a model trained with other settings)
-        return cache_dir() / "models" / f"base-minilm-{tag}-train-minus-fit{n}-e1"
+        return cache_folder(f"base-minilm-{tag}-train-minus-fit{n}-e1")
     extra = "".join(f"-{k}{cfg[k]}" for k in ("batch_size", "max_seq_length", "seed", "warmup_ratio")
                     if cfg[k] != COMMON[k])
     extra += f"-frozen{cfg['freeze_layers']}" if cfg["freeze_layers"] else ""
     steps = f"-s{cfg['max_steps']}" if cfg.get("max_steps") else ""
     steps += f"-soup{cfg['soup']}" if cfg["soup"] > 1 else ""
     amp = "-bf16" if cfg["amp"] else ""
-    return cache_dir() / "models" / (f"base-{_slug(model)}-{tag}-train-minus-fit{n}-lr{cfg['lr']:g}{extra}{steps}"
-                                     f"{amp}-e{cfg['epoch']}of{cfg['schedule']}")
+    return cache_folder(f"base-{_slug(model)}-{tag}-train-minus-fit{n}-lr{cfg['lr']:g}{extra}{steps}"
+                        f"{amp}-e{cfg['epoch']}of{cfg['schedule']}")
 
 
 def _hub_name(model: str) -> str:

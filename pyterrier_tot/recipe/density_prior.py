@@ -161,6 +161,14 @@ class DensityPrior(pt.Transformer):
         out.loc[unknown, "score"] = np.nan
         return add_ranks(out)
 
+    def settings(self) -> dict:
+        """What changes its scores (the cache key of fits over them, :mod:`pyterrier_tot._cache_key`); the index
+        and the model's weights are keyed beside it. The reference sample counts only where one is drawn."""
+        sampled = len(self.index) > self.reference
+        return {"model": None if self.model is None else str(self.model), "k": self.k, "fields": list(self.fields),
+                "precision": self.precision or "fp32",
+                "sample": {"reference": self.reference, "seed": self.seed} if sampled else None}
+
     def __repr__(self):
         name = Path(str(self.model)).name if self.model is not None else "all-MiniLM-L6-v2"
         prec = "" if self.precision in (None, "fp32") else f", precision={self.precision!r}"

@@ -39,7 +39,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import pandas as pd
 
 from pyterrier_tot._artifact import META_FILE, build_locks, read_meta
-from pyterrier_tot._util import cache_dir, is_missing, require_columns
+from pyterrier_tot._util import cache_folder, is_missing, require_columns
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column, clues_na_as_none
 from pyterrier_tot.models import TRAINING_FILE, BiEncoderModel
 from pyterrier_tot.recipe.protocol import training_record
@@ -124,7 +124,7 @@ def build_field_pairs(field: str, clues: pd.DataFrame, qrels: pd.DataFrame, corp
 
 def _default_dir(kind: str, base_model: Optional[str], n: int, params: dict) -> Path:
     key = hashlib.sha1(json.dumps([kind, str(base_model), n, params], sort_keys=True).encode()).hexdigest()[:8]
-    return cache_dir() / "models" / f"{kind}-{Path(str(base_model or 'minilm')).name}-{key}"
+    return cache_folder(kind, Path(str(base_model or "minilm")).name, key)
 
 
 def _replaceable(out: Path) -> bool:

@@ -23,7 +23,7 @@ import pandas as pd
 import pyterrier as pt
 
 from pyterrier_tot._artifact import train_once
-from pyterrier_tot._util import cache_dir, require_columns
+from pyterrier_tot._util import cache_folder, require_columns
 from pyterrier_tot.errors import BadInputError
 from pyterrier_tot.recipe.bases import (
     COMMON,
@@ -124,8 +124,8 @@ def _hn_dir(dataset, model: str, n: int, n_neg: int, epoch: int, clue_forms: boo
     tail = f"-neg{n_neg}{clues}{steps}{extra}{mined}-e{epoch}"
     if str(model).lower() == "minilm" and base_settings(model) == {**COMMON, **LEGACY_MINILM}:
         # the name older runs used, kept only for the base they continued from (never for another base)
-        return cache_dir() / "models" / f"hn-minilm-{dataset_tag(dataset)}-train-minus-fit{n}{tail}"
-    return cache_dir() / "models" / f"hn-{base_dir(dataset, model, n).name}{tail}"
+        return cache_folder(f"hn-minilm-{dataset_tag(dataset)}-train-minus-fit{n}{tail}")
+    return cache_folder(f"hn-{base_dir(dataset, model, n).name}{tail}")
 
 
 #: The miners of hard negatives: BM25, zero-shot MiniLM, and ``base``: the model the round continues from (its own

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 from pyterrier_tot._artifact import train_once
-from pyterrier_tot._util import cache_dir
+from pyterrier_tot._util import cache_folder, dataset_tag
 from pyterrier_tot.recipe.hard_negatives import HN_DEPTH
 from pyterrier_tot.recipe.protocol import (
     TUNING_QUERIES,
@@ -33,6 +33,19 @@ def cross_encoder_groups(dataset, index, n_negatives: int = CE_NEGATIVES, depth:
     return [(ex[0], ex[1], list(ex[2:])) for ex in examples]
 
 
+def cross_encoder_dir(dataset, n_negatives: int = CE_NEGATIVES, max_steps: Optional[int] = CE_STEPS,
+                      max_length: int = CE_MAX_LENGTH, max_query_tokens: int = CE_QUERY_TOKENS,
+                      n: int = TUNING_QUERIES, **train_kwargs):
+    """The cache folder of :func:`fine_tuned_cross_encoder`: its name carries every setting."""
+    batch = train_kwargs.get("batch_queries", 4)
+    tail = f"-lr{train_kwargs['lr']:g}" if "lr" in train_kwargs else ""   # other settings follow the older name
+    tail += "".join(f"-{k.replace('_', '')}{v:g}" if isinstance(v, float) else f"-{k.replace('_', '')}{v}"
+                    for k, v in sorted(train_kwargs.items()) if k not in ("lr", "batch_queries") and v is not None)
+    tail += "" if max_query_tokens == CE_QUERY_TOKENS else f"-Q{max_query_tokens}"  # the default keeps older names
+    return cache_folder(f"ce-minilm-{dataset_tag(dataset)}-train-minus-fit{n}-neg{n_negatives}-L{max_length}"
+                        f"-b{batch}-s{max_steps or 'epoch'}{tail}")
+
+
 def fine_tuned_cross_encoder(dataset, index=None, n_negatives: int = CE_NEGATIVES, max_steps: Optional[int] = CE_STEPS,
                              max_length: int = CE_MAX_LENGTH, max_query_tokens: int = CE_QUERY_TOKENS,
                              n: int = TUNING_QUERIES, train: bool = True, verbose: bool = True,
@@ -45,14 +58,7 @@ def fine_tuned_cross_encoder(dataset, index=None, n_negatives: int = CE_NEGATIVE
     from pyterrier_tot.index import BookIndex
     from pyterrier_tot.rerank.cross_encoder import train_cross_encoder
 
-    tag = "reddit" if dataset.name == "reddit-tomt-books" else dataset.name
-    batch = train_kwargs.get("batch_queries", 4)
-    tail = f"-lr{train_kwargs['lr']:g}" if "lr" in train_kwargs else ""   # other settings follow the older name
-    tail += "".join(f"-{k.replace('_', '')}{v:g}" if isinstance(v, float) else f"-{k.replace('_', '')}{v}"
-                    for k, v in sorted(train_kwargs.items()) if k not in ("lr", "batch_queries") and v is not None)
-    tail += "" if max_query_tokens == CE_QUERY_TOKENS else f"-Q{max_query_tokens}"  # the default keeps older names
-    out = cache_dir() / "models" / (f"ce-minilm-{tag}-train-minus-fit{n}-neg{n_negatives}-L{max_length}"
-                                    f"-b{batch}-s{max_steps or 'epoch'}{tail}")
+    out = cross_encoder_dir(dataset, n_negatives, max_steps, max_length, max_query_tokens, n, **train_kwargs)
     rest = train_data(dataset, "rest", n)[0]
 
     def cached() -> Optional[str]:

@@ -18,7 +18,7 @@ from typing import Optional, Sequence, Tuple, Union
 import numpy as np
 import pandas as pd
 
-from pyterrier_tot._util import require_columns
+from pyterrier_tot._util import dataset_tag, require_columns  # noqa: F401  (dataset_tag re-exported)
 
 #: Size and seed of the tuning slice of the training queries.
 TUNING_QUERIES, TUNING_SEED = 300, 0
@@ -66,12 +66,6 @@ def train_data(dataset, part: str = "rest", n: int = TUNING_QUERIES,
         topics = tuning_split(topics, n, seed)
     qrels = qrels[qrels["qid"].astype(str).isin(topics["qid"].astype(str))]
     return topics, qrels
-
-
-def dataset_tag(dataset) -> str:
-    """The short name of ``dataset`` in cached model folders ("reddit" for Reddit-TOMT, as older runs named it)."""
-    name = str(getattr(dataset, "name", dataset))
-    return "reddit" if name == "reddit-tomt-books" else name.replace("/", "-")
 
 
 def complete_model(path: Union[str, Path]) -> bool:

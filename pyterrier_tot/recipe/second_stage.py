@@ -34,7 +34,8 @@ from typing import List, Optional
 import pyterrier as pt
 
 from pyterrier_tot._artifact import train_once
-from pyterrier_tot._util import cache_dir
+from pyterrier_tot._cache_key import cache_key
+from pyterrier_tot._util import cache_folder
 from pyterrier_tot.recipe.protocol import (
     TUNING_QUERIES,
     check_trained_on,
@@ -54,11 +55,11 @@ SETTINGS = dict(n_negatives=3, mine_depth=20, epochs=1, lr=5e-5, head_lr=1e-3, b
 def model_dir(base: str, **settings) -> Path:
     """The cache folder of the cross-encoder trained from ``base`` (a model folder) with ``settings``."""
     s = {**SETTINGS, **settings}
-    return cache_dir() / "models" / (f"ce-on-{Path(base).name}-recipe-top{s['mine_depth']}-neg{s['n_negatives']}"
-                                     f"-L{s['max_length']}q{s['max_query_tokens']}-b{s['batch_queries']}"
-                                     f"-lr{s['lr']:g}" + (f"-h{s['head_lr']:g}" if s["head_lr"] else "")
-                                     + f"-e{s['epochs']}"
-                                     + (f"-s{s['max_steps']}" if s["max_steps"] else ""))
+    return cache_folder(f"ce-on-{Path(base).name}-recipe-top{s['mine_depth']}-neg{s['n_negatives']}"
+                        f"-L{s['max_length']}q{s['max_query_tokens']}-b{s['batch_queries']}"
+                        f"-lr{s['lr']:g}" + (f"-h{s['head_lr']:g}" if s["head_lr"] else "")
+                        + f"-e{s['epochs']}"
+                        + (f"-s{s['max_steps']}" if s["max_steps"] else ""))
 
 
 #: The bi-encoder re-ranker (``recipe_reranker``): a second model trained from the base on the recipe's near misses
@@ -74,9 +75,9 @@ RERANKER_TRAINING = {k: v for k, v in RERANKER.items() if k not in ("k", "alpha"
 def reranker_dir(base: str, **settings) -> Path:
     """The cache folder of the bi-encoder re-ranker trained from ``base`` (a model folder) with ``settings``."""
     s = {**RERANKER_TRAINING, **settings}
-    return cache_dir() / "models" / (f"rr-on-{Path(base).name}-recipe-top{s['mine_depth']}-neg{s['n_negatives']}"
-                                     f"-lr{s['lr']:g}-e{s['epochs']}" + ("-forms" if s["clue_forms"] else "")
-                                     + (f"-seed{s['seed']}" if s["seed"] else ""))
+    return cache_folder(f"rr-on-{Path(base).name}-recipe-top{s['mine_depth']}-neg{s['n_negatives']}"
+                        f"-lr{s['lr']:g}-e{s['epochs']}" + ("-forms" if s["clue_forms"] else "")
+                        + (f"-seed{s['seed']}" if s["seed"] else ""))
 
 
 def reranker_examples(queries, qrels, corpus, run, n_negatives: int = RERANKER["n_negatives"],
@@ -189,9 +190,13 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
         info = training_info(out)  # what ranked its negatives (older folders did not record it)
         found = info.get("mined_by")
         if found is not None and not (pipeline is None and info.get("mined_by_default")):
-            wanted = repr(pipeline if pipeline is not None else default_miner())
-            if found != wanted:
-                raise _mined_elsewhere("cross-encoder", out, found, wanted, "pipeline")
+            miner = pipeline if pipeline is not None else default_miner()
+            if "mined_by_key" in info:  # keyed by the miner's settings (_cache_key), not by how it prints
+                if info["mined_by_key"] != cache_key(miner):
+                    raise _mined_elsewhere("cross-encoder", out, found, repr(miner), "pipeline")
+            elif found != repr(miner):  # a model trained before keys recorded only the miner's repr
+                raise _mined_elsewhere("cross-encoder", out, f"{found} (recorded before miners were keyed by their "
+                                       "settings)", repr(miner), "pipeline")
         return str(out)
 
     def make() -> str:
@@ -204,7 +209,8 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
                             max_length=s["max_length"], max_query_tokens=s["max_query_tokens"],
                             max_steps=s["max_steps"], show_progress_bar=verbose,
                             extra_metadata={"mined_from": f"recipe top {s['mine_depth']}", "init": str(base_path),
-                                            "mined_by": repr(miner), "mined_by_default": pipeline is None,
+                                            "mined_by": repr(miner), "mined_by_key": cache_key(miner),
+                                            "mined_by_default": pipeline is None,
                                             **training_record(rest)})
         return str(out)
 

@@ -2,22 +2,28 @@
 everything they were fitted with, and the LambdaMART fuser fitted the same way.
 
 The key (:func:`_weights_path`) holds the data set, the corpus fingerprint, the bases' and helpers' weights
-fingerprints, the slice, the objective, the bags, the extra experts' reprs and, where it acts, the date and author
-experts: weights fitted for one setting are never read back for another (docs/robustness.rst).
+fingerprints, the slice, the objective, the bags, the extra experts' settings (their
+:func:`~pyterrier_tot._cache_key.cache_key`, never their reprs) and, where it acts, the date and author experts:
+weights fitted for one setting are never read back for another (docs/robustness.rst). Weights fitted before the
+extra experts were keyed by settings (keyed by their reprs) are found under their old key and copied to the new
+one, with a warning naming both.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import warnings
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple, Union
 
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot._artifact import train_once
+from pyterrier_tot._artifact import building, train_once
+from pyterrier_tot._cache_key import cache_key
 from pyterrier_tot._fingerprint import configs, model_fingerprint, record_configs, reuse_fit
-from pyterrier_tot._util import cache_dir
+from pyterrier_tot._util import cache_folder
 from pyterrier_tot.decomposition.pipeline import DecompositionPipeline
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
 from pyterrier_tot.recipe.assembly import (
@@ -78,7 +84,9 @@ def tuning_data(dataset, n: int = TUNING_QUERIES) -> Tuple[pd.DataFrame, pd.Data
 def _weights_path(ds_name: str, index, fine_tuned: FineTuned, n: int, seed: int, k: int, expert_k: int,
                   extra_experts: Optional[Dict[str, pt.Transformer]] = None, bags: int = FIT_BAGS,
                   helpers: Optional[Dict[str, str]] = None, tuning_text: Optional[str] = None,
-                  normalise: str = "minmax") -> Path:
+                  normalise: str = "minmax", legacy: bool = False) -> Path:
+    """The folder of the fitted weights for these settings. ``legacy``: the folder the same fit had when extra
+    experts were keyed by their reprs (for :func:`_migrate_legacy`)."""
     # the corpus fingerprint is part of the key: weights fitted on one corpus are not reused for another
     parts = [ds_name, getattr(index, "fingerprint", None), _models_key(fine_tuned), n, seed, k, expert_k, FIT_METRIC,
              {"floor": base_names(fine_tuned), "date": _date_acts(index), "floor_metric": FLOOR_METRIC},
@@ -96,13 +104,15 @@ def _weights_path(ds_name: str, index, fine_tuned: FineTuned, n: int, seed: int,
         parts.append({"helpers": _fingerprints(helpers)})
     if bags:  # absent for one ascent
         parts.append({"bags": int(bags), "bag_seed": 0})
-    if extra_experts:  # absent for the plain recipe
-        parts.append({name: repr(e) for name, e in extra_experts.items()})
+    if extra_experts and legacy:
+        parts.append({name: _legacy_repr(e) for name, e in extra_experts.items()})
+    elif extra_experts:  # absent for the plain recipe
+        parts.append({"extra_experts": {name: cache_key(e) for name, e in extra_experts.items()}})
     if normalise != "minmax":  # absent for the default scale
         parts.append({"normalise": normalise})
     parts += [{"features_version": FEATURES_VERSION}] if FEATURES_VERSION != 1 else []
     key = json.dumps(parts)
-    return cache_dir() / "models" / f"fuser-{ds_name}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
+    return cache_folder("fuser", ds_name, hashlib.sha1(key.encode()).hexdigest()[:10])
 
 
 def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING_QUERIES,
@@ -124,8 +134,11 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
     tuning, qrels = train_data(dataset, "tuning", n, seed)
     models = {**fine_tuned_models(fine_tuned), **(helpers or {})}
     check_not_trained_on_slice(models, dataset, n, seed)
-    path = _weights_path(dataset.name, index, fine_tuned, n, seed, k, expert_k, extra_experts, bags, helpers,
-                         text_fingerprint(tuning), normalise)
+    key = (dataset.name, index, fine_tuned, n, seed, k, expert_k, extra_experts, bags, helpers,
+           text_fingerprint(tuning), normalise)
+    path = _weights_path(*key)
+    if extra_experts and not refit and not path.exists():
+        _migrate_legacy(_weights_path(*key, legacy=True), path, models)
     if not fit:
         return path if path.exists() and reuse_fit(path, models) else None
     if refit:
@@ -138,6 +151,28 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
                       lambda: _fit_weights(dataset, index, fine_tuned, path, models, tuning, qrels, n, seed, k,
                                            expert_k, verbose, feats, extra_experts, bags, helpers, normalise,
                                            pipeline))
+
+
+def _legacy_repr(expert) -> str:
+    """What keyed an extra expert before settings did: its repr as it then read (``_legacy_repr`` where a class's
+    repr has changed since)."""
+    old = getattr(expert, "_legacy_repr", None)
+    return old() if callable(old) else repr(expert)
+
+
+def _migrate_legacy(old: Path, new: Path, models: Dict[str, str]) -> None:
+    """Copy weights fitted under the repr-based key ``old`` to the settings-based key ``new`` (the old folder stays
+    for older versions of the library), with a warning naming both; nothing when there is no such fit, or when it
+    was fitted with models configured otherwise (it is fitted again)."""
+    if old == new or not old.is_dir() or not reuse_fit(old, models):
+        return
+    try:
+        with building(new) as tmp:
+            shutil.copytree(old, tmp, dirs_exist_ok=True)
+    except FileExistsError:  # another process copied it meanwhile
+        return
+    warnings.warn(f"fitted weights {old.name} were keyed by the extra experts' reprs; copied to {new.name}, keyed "
+                  "by their settings (cache_key), and read from there", stacklevel=3)
 
 
 def _fit_weights(dataset, index, fine_tuned, path, models, tuning, qrels, n, seed, k, expert_k, verbose, feats,
@@ -189,7 +224,7 @@ def fitted_learned_fuser(dataset, index, fine_tuned: FineTuned = None, n: int = 
     key = json.dumps([dataset.name, getattr(index, "fingerprint", None), _models_key(fine_tuned),
                       n, k, expert_k, negation, grid, "lambdamart-v2", _fingerprints(fine_tuned_models(fine_tuned)),
                       text_fingerprint(train_data(dataset, "tuning", n)[0])])
-    path = cache_dir() / "models" / f"learned-fuser-{dataset.name}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
+    path = cache_folder("learned-fuser", dataset.name, hashlib.sha1(key.encode()).hexdigest()[:10])
     fts = fine_tuned_models(fine_tuned)
 
     def cached():

@@ -35,7 +35,7 @@ import pandas as pd
 import pyterrier as pt
 
 from pyterrier_tot._artifact import ToTArtifact, artifact_path, building, read_meta
-from pyterrier_tot._util import cache_dir
+from pyterrier_tot._util import cache_folder
 from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.bars import quiet_loading
 from pyterrier_tot.normalise import mix_scores
@@ -175,7 +175,7 @@ def train_cross_encoder(groups: Sequence[Group], output_dir: Union[str, Path, No
     if head_lr is None:  # models trained before the option keep their default folder
         del params["head_lr"]
     key = hashlib.sha1(json.dumps([str(src), len(groups), params], sort_keys=True).encode()).hexdigest()[:8]
-    out = Path(output_dir).expanduser() if output_dir else cache_dir() / "models" / f"cross-encoder-{key}"
+    out = Path(output_dir).expanduser() if output_dir else cache_folder(f"cross-encoder-{key}")
     meta = {"base_model": str(base_model or "sentence-transformers/all-MiniLM-L6-v2"), "n_groups": len(groups),
             "steps": steps * epochs, "seconds": round(seconds, 1), "loss": "listwise softmax cross-entropy",
             "first_loss": losses[0], "last_loss": float(np.mean(losses[-10:])), **params, **(extra_metadata or {}),
