@@ -121,6 +121,14 @@ def test_workers_and_devices_are_checked_before_anything_runs(built):
     assert repr(ptt.RayWorkers(4, gpus=1)) == "RayWorkers(4, gpus=1)"
 
 
+def test_without_ray_the_build_says_how_to_install_it(monkeypatch, tiny_frame, tmp_path):
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
+    index = ptt.BookIndex(tiny_frame, path=tmp_path / "index")
+    with pytest.raises(ImportError, match=r"pip install 'pyterrier-tot\[ray\]'"):
+        index.flex_index("minilm", workers=ptt.RayWorkers(2))
+    assert not index.has_dense("minilm")
+
+
 def test_the_parallel_ray_run_is_the_serial_run(ray, sample):
     dp = ptt.tuned_pipeline(sample, base="minilm", verbose=False)   # the docs' sample recipe: cached by then
     topics = sample.get_topics("validation")
