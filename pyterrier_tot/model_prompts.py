@@ -1,7 +1,7 @@
 """The task prompts of a sentence-transformers model, applied wherever the library encodes or trains with it.
 
 Some embedding models were trained with a prefix on each side and lose quality without it: nomic-embed-text reads
-``search_query: `` before a request and ``search_document: `` before a book (E5: ``query: `` / ``passage: ``). A
+``"search_query: "`` before a request and ``"search_document: "`` before a book (E5: ``"query: "`` / ``"passage: "``). A
 sentence-transformers folder keeps them in ``config_sentence_transformers.json`` (``prompts``, named ``query`` and
 ``document``); sentence-transformers' ``encode_query`` / ``encode_document`` apply them, a plain ``encode`` does not.
 So every path of the library goes through them:

@@ -4,7 +4,7 @@
 folder: transformers' native ``NomicBertModel`` with the GGUF tensors mapped by name (fp32), a BERT WordPiece
 tokenizer built from the GGUF vocabulary (lower-cased when the vocabulary is, as nomic's is), mean pooling,
 normalisation, and the model's task prefixes as the folder's ``query`` and ``document`` prompts
-(``search_query: `` for requests, ``search_document: `` for books), which the library's encoders apply
+(``"search_query: "`` for requests, ``"search_document: "`` for books), which the library's encoders apply
 (:mod:`pyterrier_tot.model_prompts`).
 
 :func:`fetch_nomic` (``python benchmarks/fetch_models.py nomic``, ``pyterrier-tot fetch nomic``) gets the GGUF from
