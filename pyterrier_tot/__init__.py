@@ -13,7 +13,7 @@ from pyterrier_tot.errors import (ToTError, ModelUnavailableError, DatasetUnavai
                                   StreamedCorpusError, CorruptArtifactError, FrozenCatalogueError)
 from pyterrier_tot.normalise import Normalise, normalise_scores, linear_fusion, LinearFusion
 from pyterrier_tot.bars import set_progress, progress, progress_enabled
-from pyterrier_tot.datasets import get_dataset, list_datasets, own_catalogue, OwnCatalogue
+from pyterrier_tot.datasets import get_dataset, list_datasets, own_catalogue, OwnCatalogue, example_catalogue
 from pyterrier_tot.datasets.books import Book, BOOK_FIELDS, parse_year
 from pyterrier_tot.index import BookIndex, tokenise_query
 from pyterrier_tot.ray_encoding import RayWorkers
@@ -56,7 +56,7 @@ __all__ = [
     "BadInputTypeError", "LockTimeoutError", "NoResultsWarning", "UnknownDocnoWarning", "LLMUnavailableError",
     "StreamedCorpusError", "CorruptArtifactError",
     # data and indexes
-    "get_dataset", "list_datasets", "own_catalogue", "OwnCatalogue",
+    "get_dataset", "list_datasets", "own_catalogue", "OwnCatalogue", "example_catalogue",
     "Book", "BOOK_FIELDS", "parse_year", "BookIndex", "tokenise_query", "RayWorkers",
     "resolve_model", "load_biencoder", "BiEncoderModel", "SafeRetriever", "DenseRetriever", "DenseScorer",
     "BM25Scorer", "TextLoader", "Normalise", "normalise_scores", "linear_fusion", "LinearFusion",

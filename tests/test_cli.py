@@ -259,14 +259,11 @@ def test_search_prints_titles_authors_and_years(tiny, capsys):
     assert main(["search", "nothing given"]) == 2
 
 
-CATALOGUE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "own_books.csv"
-
-
 @pytest.fixture(scope="module")
 def own_index(tmp_path_factory):
     import pyterrier_tot as ptt
 
-    return ptt.BookIndex(pd.read_csv(CATALOGUE, dtype={"docno": str}), name="our-library",
+    return ptt.BookIndex(pd.read_csv(ptt.example_catalogue(), dtype={"docno": str}), name="our-library",
                          path=tmp_path_factory.mktemp("own") / "index")
 
 

@@ -52,10 +52,17 @@ def test_own_catalogue_notebook_executes(tmp_path, reddit, monkeypatch):
     import docs_runner
 
     monkeypatch.setenv(SAMPLE_ENV, str(docs_runner.SAMPLE))
+    assert "TRAIN = False" in nb.cells[12].source and "15-70 minutes" in nb.cells[11].source   # opt-in, said
+    assert "parents[1]" not in "".join(c.source for c in nb.cells)    # the CSV comes with the package
     outputs, text = _execute(nb, tmp_path)
     assert "Celia Bright" in text and "The Lantern Keeper's Daughter" in text   # titles and authors shown
-    for row in ["BM25 + dense", "training-free recipe", "Reddit recipe, transferred"]:
+    assert "first call on this machine" not in text and "fine-tuning" not in text   # Run all trained nothing
+    for row in ["BM25 + dense", "training-free recipe"]:
         assert row in text, row
+    assert "Reddit recipe, transferred" in text or "TRAIN = False, so it is skipped" in text
+    tables = [o["data"]["text/plain"] for o in outputs if "RR" in str(o.get("data", {}).get("text/plain", ""))]
+    scores = [tuple(line.split()[-3:]) for line in tables[0].splitlines()[1:]]   # R@1, R@5, RR per system
+    assert len(scores) == 3 and len(set(scores)) == 3, tables[0]     # the requests tell the systems apart
 
 
 def _outputs(nb):

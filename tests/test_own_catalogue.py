@@ -9,7 +9,7 @@ import pytest
 import pyterrier_tot as ptt
 from pyterrier_tot.errors import BadInputError
 
-CSV = Path(__file__).resolve().parent.parent / "docs" / "examples" / "own_books.csv"
+CSV = ptt.example_catalogue()   # shipped with the package
 REQUESTS = pd.DataFrame({"qid": ["r1", "r2"], "query": ["cousins find smugglers in island caves",
                                                         "the book by Celia Bright"]})
 JUDGED = pd.DataFrame({"qid": ["r1", "r2"], "docno": ["bk11", "bk01"], "label": 1})

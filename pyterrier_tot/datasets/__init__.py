@@ -23,7 +23,7 @@ from pyterrier_tot.datasets.base import BookDataset, read_jsonl, read_trec_qrels
 from pyterrier_tot.datasets.base import read_jsonl as _read_jsonl
 from pyterrier_tot.datasets.birco import BircoWtb
 from pyterrier_tot.datasets.books import Book, book_iter, books_to_frame, parse_year
-from pyterrier_tot.datasets.own import OwnCatalogue, own_catalogue
+from pyterrier_tot.datasets.own import OwnCatalogue, example_catalogue, own_catalogue
 from pyterrier_tot.datasets.reddit_tomt import RedditTomtBooks, clean_reddit_title
 from pyterrier_tot.datasets.registry import _REGISTRY, ToTDatasetProvider, get_dataset, list_datasets
 from pyterrier_tot.datasets.sample import SampledDataset, sample_dataset
@@ -33,7 +33,7 @@ from pyterrier_tot.errors import DatasetUnavailableError
 
 __all__ = [
     "OwnCatalogue", "own_catalogue", "BookDataset", "RedditTomtBooks", "WhatsThatBook", "BircoWtb", "TrecTot",
-    "TrecTotLocal",
+    "TrecTotLocal", "example_catalogue",
     "get_dataset", "list_datasets", "ToTDatasetProvider", "DatasetUnavailableError", "SampledDataset",
     "sample_dataset",
 ]

@@ -28,6 +28,15 @@ from pyterrier_tot.datasets.base import BookDataset, read_jsonl, read_topics, re
 from pyterrier_tot.datasets.books import Book
 from pyterrier_tot.errors import BadInputError
 
+__all__ = ["own_catalogue", "OwnCatalogue", "read_books", "example_catalogue"]
+
+
+def example_catalogue() -> Path:
+    """The example catalogue shipped with the package: 40 invented books (``docno``, ``title``, ``author``,
+    ``year``, ``text``) as a CSV file, for the own-catalogue guide and notebook (``ptt.own_catalogue(
+    ptt.example_catalogue())``)."""
+    return Path(__file__).resolve().parent.parent / "resources" / "own_books.csv"
+
 Frameish = Union[pd.DataFrame, str, Path]
 
 
