@@ -64,6 +64,7 @@ from pyterrier_tot.llm.endpoint import (  # noqa: F401  (default_identity, OPENA
     default_identity,
 )
 from pyterrier_tot.llm.identity import identity_of
+from pyterrier_tot.llm.portable import llm_state, restore_llm
 from pyterrier_tot.llm.usage import LLMUsage
 from pyterrier_tot.policy import check_int, check_number
 
@@ -383,32 +384,11 @@ class LLM:
             "max_consecutive_failures=None turns this check off",
             asked=asked, answered=len(done), failed=len(failed), not_sent=not_sent, done=done)
 
-    def __getstate__(self) -> Dict[str, Any]:
-        # a copy for another process (.parallel, a Ray worker): the client and locks are made again there, and the
-        # cache reopens its file on that machine. The API key travels only when it was passed as api_key=; one
-        # from $OPENAI_API_KEY is read from that process's environment
-        import pickle
-
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_client", "_openai", "_lock", "_identity_lock")}
-        key = self._client.api_key
-        state["_api_key"] = None if key in (os.environ.get(ENV_API_KEY), "no-key") else key
-        try:
-            pickle.dumps(self.health_check)
-        except Exception:  # noqa: BLE001 - a local server's process handle stays with that process
-            state["health_check"] = None
-        return state
+    def __getstate__(self) -> Dict[str, Any]:  # a copy for another process: see pyterrier_tot.llm.portable
+        return llm_state(self, ENV_API_KEY)
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
-        import openai
-
-        key = state.pop("_api_key", None) or os.environ.get(ENV_API_KEY)
-        if not key and state.get("base_url") is None:
-            raise LLMConfigurationError(f"{state.get('model')!r}: no API key in this process; set ${ENV_API_KEY} "
-                                        "where the copy runs (every node of a cluster)")
-        self.__dict__.update(state)
-        self._identity_lock, self._lock, self._openai = threading.Lock(), threading.Lock(), openai
-        self._client = openai.OpenAI(api_key=key or "no-key", base_url=self.base_url, timeout=self.timeout,
-                                     max_retries=0)
+        restore_llm(self, state, ENV_API_KEY)
 
     def __repr__(self):
         where = f", base_url={_safe_url(self.base_url)!r}" if self.base_url else ""
