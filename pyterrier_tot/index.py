@@ -245,8 +245,9 @@ class BookIndex(BookCorpus, IndexParts, ToTArtifact):
         ``precision``: ``"fp32"`` (default) or ``"bf16"`` (see the Speed page of the docs); it is part of the
         index's settings, so a bf16 index is never taken for an fp32 one (default: the precision of ``encoder``
         when given). ``workers`` / ``devices`` (e.g. ``["cuda:0",
-        "cuda:1"]``) encode a new index with several processes (:class:`~pyterrier_tot.encoding.PooledDocEncoder`);
-        the index is the same, so either is ignored when it is already built."""
+        "cuda:1"]``) encode a new index with several processes (:class:`~pyterrier_tot.encoding.PooledDocEncoder`),
+        ``workers=ptt.RayWorkers(n)`` with ``n`` actors on a Ray cluster (:mod:`pyterrier_tot.ray_encoding`); the
+        index is the same, so either is ignored when it is already built."""
         from pyterrier_tot.models import DEFAULT_MODEL
 
         model = dense_index.model_key(model, encoder) or DEFAULT_MODEL
