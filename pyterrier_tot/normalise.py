@@ -15,6 +15,7 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
+from pyterrier_tot._repr import SettingsEquality, keyword_settings
 from pyterrier_tot.policy import check_number, check_result_frame, fill_query_columns
 
 METHODS = ("minmax", "zscore", "rr", "none")
@@ -57,10 +58,11 @@ def mix_scores(df: pd.DataFrame, new, alpha: float, column: str = "score") -> np
     return alpha * mine.to_numpy() + (1.0 - alpha) * normalise_scores(df, "minmax", column).to_numpy()
 
 
-class Normalise(pt.Transformer):
+class Normalise(SettingsEquality, pt.Transformer):
     """Normalise the ``score`` column of a result frame within each query (see :func:`normalise_scores`)."""
 
-    def __init__(self, method: str = "minmax", rr_k: float = 60.0):
+    @keyword_settings
+    def __init__(self, method: str = "minmax", *, rr_k: float = 60.0):
         if method not in METHODS:
             raise ValueError(f"unknown normalisation {method!r}; expected one of {METHODS}")
         check_number(rr_k, "rr_k", "Normalise", low=0, low_open=True)
@@ -82,7 +84,7 @@ class Normalise(pt.Transformer):
         return f"Normalise({self.method!r})" if self.method != "rr" else f"Normalise('rr', rr_k={self.rr_k})"
 
 
-class LinearFusion(pt.Transformer):
+class LinearFusion(SettingsEquality, pt.Transformer):
     """``w1 * s1 + w2 * s2 + ...`` over the rankings of ``systems``, each first put on one scale by
     :class:`Normalise` (``normalise``: ``minmax``, the default, ``zscore``, ``rr`` for reciprocal-rank fusion, or
     ``none`` for raw scores of systems already on one scale); ``weights`` default to 1 each. A book that one system
@@ -107,7 +109,7 @@ class LinearFusion(pt.Transformer):
             raise ValueError(f"LinearFusion: {len(weights)} weights for {len(systems)} systems")
         if not all(np.isfinite(weights)):
             raise ValueError(f"LinearFusion: weights must be finite numbers, got {weights}")
-        self.norm = Normalise(normalise, rr_k)  # validates the method name
+        self.norm = Normalise(normalise, rr_k=rr_k)  # validates the method name
         self.systems = tuple(systems)
         self.weights = tuple(weights)
         self.normalise = normalise

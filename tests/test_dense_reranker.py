@@ -115,7 +115,9 @@ def test_empty_frame_bad_input_and_repr(index):
     with pytest.raises(ValueError, match="k"):
         DenseReranker(k=0)
     r = repr(DenseReranker(index, k=50, alpha=0.3))
-    assert "k=50" in r and "alpha=0.3" in r and "max_chars=1000" in r
+    assert r == f"DenseReranker({index!r}, k=50, alpha=0.3)"  # reads as the call that makes it
+    assert DenseReranker(index, k=50, alpha=0.3) == DenseReranker(index, k=50, alpha=0.3) != DenseReranker(index)
+    assert repr(DenseReranker(model="minilm", k=5)) == "DenseReranker(model='minilm', k=5)"
 
 
 def test_composes_in_experiment(index):

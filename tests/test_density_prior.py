@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 from conftest import TINY_BOOKS
 
+from pyterrier_tot._cache_key import cache_key
 from pyterrier_tot.errors import UnknownDocnoError
 from pyterrier_tot.index import BookIndex
 from pyterrier_tot.recipe.density_prior import DensityPrior, book_density, densities
@@ -52,7 +53,7 @@ def test_book_density_matches_the_stored_vectors_and_is_cached(index):
 
 def test_prior_scores_minus_the_density(index):
     prior = DensityPrior(index, k=2)
-    assert repr(prior) == "DensityPrior(all-MiniLM-L6-v2, k=2, fields=title+text)"
+    assert repr(prior) == f"DensityPrior({index!r}, k=2)"
     cands = pd.DataFrame({"qid": ["q1"] * 3 + ["q2"], "query": ["a"] * 3 + ["b"],
                           "docno": ["b1", "b2", "b3", "b1"], "score": [3.0, 2.0, 1.0, 5.0]})
     out = prior(cands)
@@ -143,12 +144,13 @@ def test_the_prior_takes_the_sample_and_names_it_only_where_it_is_drawn(index, m
     sampled = DensityPrior(index, k=2, reference=3, seed=7)
     assert sampled.density().equals(book_density(index, k=2, reference=3, seed=7))
     assert repr(sampled).endswith(", reference=3, seed=7)")
-    # below the corpus size the sample is the whole corpus: the repr (part of the recipe's weights key) is unchanged
-    assert repr(DensityPrior(index, k=2, reference=n + 1, seed=9)) == repr(DensityPrior(index, k=2))
+    # below the corpus size the sample is the whole corpus: the settings (the recipe's weights key) are unchanged
+    assert cache_key(DensityPrior(index, k=2, reference=n + 1, seed=9)) == cache_key(DensityPrior(index, k=2))
     assert "reference" not in repr(DensityPrior(index, k=2))
     with pytest.raises(ValueError, match="seed"):
         DensityPrior(index, seed=-1)
-    # the default sample of a large corpus is not named either (weights fitted with it keep their key)
+    # the old repr-based key did not name the default sample of a large corpus (weights fitted with it migrate)
     monkeypatch.setattr(density_prior, "REFERENCE_BOOKS", 3)
-    assert "reference" not in repr(DensityPrior(index, k=2, reference=3, seed=0))
-    assert repr(DensityPrior(index, k=2, reference=3, seed=1)).endswith(", reference=3, seed=1)")
+    assert "reference" not in DensityPrior(index, k=2, reference=3, seed=0)._legacy_repr()
+    assert DensityPrior(index, k=2, reference=3, seed=1)._legacy_repr().endswith(", reference=3, seed=1)")
+    assert cache_key(DensityPrior(index, k=2, reference=3, seed=1)) != cache_key(DensityPrior(index, k=2, reference=3))

@@ -107,15 +107,22 @@ def test_all_na_and_empty_field(tmp_path, clues):
     assert len(t(q.assign(clue_title=None))) == 0
 
 
-def test_the_repr_names_every_setting_that_changes_a_score(index):
-    """The repr keys the recipe's fitted weights (``extra_experts``): an expert with another clue column, text
-    budget, BM25 parameters or depth must not share a key with the default one; the default's repr is unchanged."""
+def test_the_repr_reads_as_code_and_names_every_setting_that_changes_a_score(index):
+    """The repr is the call that makes the expert, with every setting that is not its default; the settings (which
+    key the recipe's fitted weights) of an expert with another clue column, text budget, BM25 parameters or depth
+    differ from the default one's; equal settings compare equal; settings after the backend are keyword-only."""
     plain = FieldExpert(index, "title", "bm25")
-    assert repr(plain) == "FieldExpert('title', bm25, fields=title, normalise='minmax')"
+    assert repr(plain) == f"FieldExpert({index!r}, 'title', backend='bm25')"
+    assert plain == FieldExpert(index, "title", "bm25") and hash(plain) == hash(FieldExpert(index, "title", "bm25"))
+    assert plain._legacy_repr() == "FieldExpert('title', bm25, fields=title, normalise='minmax')"  # the old key
+    with pytest.warns(DeprecationWarning, match="pass model by keyword"):
+        old_style = FieldExpert(index, "title", "dense", "minilm")
+    assert old_style == FieldExpert(index, "title", "dense", model="minilm") != plain
     others = [FieldExpert(index, "title", "bm25", clue="clue_plot"),
               FieldExpert(index, "title", "bm25", bm25_kwargs={"k1": 0.5}),
               FieldExpert(index, "title", "bm25", scorer_depth=50), FieldExpert(index, "title", "bm25", num_results=10),
               FieldExpert(index, "title", "dense", max_chars=200)]
     reprs = {repr(e) for e in others}
     assert len(reprs) == len(others) and repr(plain) not in reprs
+    assert len({e.settings()["clue"] + str(sorted(e.settings().items())) for e in others + [plain]}) == 6
     assert "bm25_kwargs={'k1': 0.5}" in repr(others[1]) and "max_chars=200" in repr(others[4])

@@ -42,6 +42,7 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
+from pyterrier_tot._repr import SettingsEquality, code_repr, keyword_settings
 from pyterrier_tot._util import ColumnsValueError, empty_scored, explain_columns, is_missing
 from pyterrier_tot.datasets.books import parse_year
 from pyterrier_tot.decomposition.clues import YEAR_COLUMN
@@ -87,10 +88,11 @@ def corpus_has_dates(index) -> bool:
     return "year" in corpus.columns and bool(_years(corpus["year"]).notna().any())
 
 
-class DateExpert(pt.Transformer):
+class DateExpert(SettingsEquality, pt.Transformer):
     """Scores candidates 1 when the book is not newer than the clue's latest possible year (see module docs)."""
 
-    def __init__(self, index=None, soft: bool = False, tau: float = 5.0, neutral: float = DATE_NEUTRAL,
+    @keyword_settings
+    def __init__(self, index=None, *, soft: bool = False, tau: float = 5.0, neutral: float = DATE_NEUTRAL,
                  clue: str = YEAR_COLUMN, year_column: str = "year", unknown_docnos: str = "raise"):
         check_number(tau, "tau", "DateExpert", low=0, low_open=True)
         check_number(neutral, "neutral", "DateExpert")
@@ -182,6 +184,12 @@ class DateExpert(pt.Transformer):
                 "clue": self.clue, "year_column": self.year_column}
 
     def __repr__(self):
+        return code_repr(self, [self.index] if self.index is not None else [], {
+            "soft": self.soft, "tau": self.tau if self.soft else 5.0, "neutral": self.neutral, "clue": self.clue,
+            "year_column": self.year_column, "unknown_docnos": self.unknown_docnos})
+
+    def _legacy_repr(self):
+        """The repr that keyed fitted weights before settings did (``recipe.weights._legacy_repr``)."""
         kind = f"soft, tau={self.tau:g}" if self.soft else "hard"
         unknown = "" if self.unknown_docnos == "raise" else f", unknown_docnos={self.unknown_docnos!r}"
         return f"DateExpert({kind}, neutral={self.neutral:g}{unknown})"

@@ -45,6 +45,7 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
+from pyterrier_tot._repr import SettingsEquality, code_repr, keyword_settings
 from pyterrier_tot._util import empty_scored, explain_columns, is_missing
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column
 from pyterrier_tot.normalise import METHODS, normalise_scores
@@ -68,7 +69,7 @@ def _missing_mask(values: pd.Series) -> pd.Series:
     return values.map(is_missing).astype(bool)
 
 
-class FieldExpert(pt.Transformer):
+class FieldExpert(SettingsEquality, pt.Transformer):
     """Scores books on one field with that field's clue as the query (see the module docs).
 
     :param index: a :class:`~pyterrier_tot.index.BookIndex`
@@ -86,7 +87,8 @@ class FieldExpert(pt.Transformer):
     :param precision: dense encoding precision, ``"fp32"`` (default) or ``"bf16"`` (see ``BookIndex.dense``)
     """
 
-    def __init__(self, index, field: str, backend: str = "dense", model: Optional[str] = None,
+    @keyword_settings
+    def __init__(self, index, field: str, backend: str = "dense", *, model: Optional[str] = None,
                  clue: Optional[str] = None, book_fields: Optional[Sequence[str]] = None, num_results: int = 1000,
                  normalise: Optional[str] = "minmax", scorer_depth: int = 1000, max_chars: Optional[int] = None,
                  bm25_kwargs: Optional[dict] = None, unknown_docnos: str = "raise",
@@ -228,6 +230,18 @@ class FieldExpert(pt.Transformer):
                 "bm25_kwargs": None if dense else dict(sorted(self.bm25_kwargs.items()))}
 
     def __repr__(self):
+        default_fields = (getattr(self.index, "bm25_fields", ("title", "text")) if self.backend == "bm25"
+                          else ("title", "text")) if self.field == "query" else (FIELD_FOR_CLUE[self.field],)
+        default_clue = "query" if self.field == "query" else clue_column(self.field)
+        return code_repr(self, [self.index, self.field], {
+            "backend": self.backend, "model": self.model, "clue": None if self.clue == default_clue else self.clue,
+            "book_fields": None if self.book_fields == tuple(default_fields) else self.book_fields,
+            "num_results": self.num_results, "normalise": self.normalise, "scorer_depth": self.scorer_depth,
+            "max_chars": self.max_chars, "bm25_kwargs": self.bm25_kwargs or None,
+            "unknown_docnos": self.unknown_docnos, "precision": self.precision})
+
+    def _legacy_repr(self):
+        """The repr that keyed fitted weights before settings did (``recipe.weights._legacy_repr``)."""
         model = "" if self.backend == "bm25" else f", model={self.model or 'minilm'!r}"
         if self.backend == "dense" and self.precision not in (None, "fp32"):
             model += f", precision={self.precision!r}"

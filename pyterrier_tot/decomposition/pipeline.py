@@ -265,8 +265,9 @@ class DecompositionPipeline(pt.Transformer):
         if not keep:
             raise ValueError(f"without{names}: no expert would be left to score the candidates")
         fuser = WeightedFuser([self.fuser.experts[i] for i in keep], [self.fuser.weights[i] for i in keep],
-                              [self.fuser.normalise[i] for i in keep], [self.fuser.neutral[i] for i in keep],
-                              [self.fuser.names[i] for i in keep], self.fuser.rr_k)
+                              normalise=[self.fuser.normalise[i] for i in keep],
+                              neutral=[self.fuser.neutral[i] for i in keep], names=[self.fuser.names[i] for i in keep],
+                              rr_k=self.fuser.rr_k)
         experts = {n: e for n, e in self.experts.items() if n not in names}
         cands = self.candidates
         if candidates:

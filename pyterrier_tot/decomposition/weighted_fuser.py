@@ -43,6 +43,7 @@ import pyterrier as pt
 import pyterrier_alpha as pta
 
 from pyterrier_tot._artifact import ToTArtifact, building
+from pyterrier_tot._repr import code_repr, keyword_settings
 from pyterrier_tot._util import require_columns
 from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.decomposition._fast_eval import (
@@ -88,8 +89,9 @@ class WeightedFuser(pt.Transformer):
     :param names: labels for the experts (default the dict's keys, or their ``repr``)
     """
 
+    @keyword_settings
     def __init__(self, experts: Union[None, Sequence[pt.Transformer], Dict[str, pt.Transformer]] = None,
-                 weights: Optional[Sequence[float]] = None, normalise: Union[str, Sequence[str]] = "minmax",
+                 weights: Optional[Sequence[float]] = None, *, normalise: Union[str, Sequence[str]] = "minmax",
                  neutral: Union[float, Sequence[float]] = 0.0, names: Optional[Sequence[str]] = None,
                  rr_k: float = 60.0):
         if isinstance(experts, dict):
@@ -353,8 +355,12 @@ class WeightedFuser(pt.Transformer):
                 "normalise": list(self.normalise), "neutral": list(self.neutral), "rr_k": float(self.rr_k)}
 
     def __repr__(self):
-        w = ", ".join(f"{n}={x:g}" for n, x in zip(self.names, self.weights))
-        return f"WeightedFuser({w}; normalise={self.normalise[0] if len(set(self.normalise)) == 1 else self.normalise})"
+        # the experts are shown by the pipeline that holds them; here their names, in the order of the weights
+        one = len(set(self.normalise)) == 1
+        neutral = self.neutral[0] if len(set(self.neutral)) == 1 else self.neutral
+        return code_repr(self, [], {"names": list(self.names), "weights": [round(float(w), 6) for w in self.weights],
+                                    "normalise": self.normalise[0] if one else list(self.normalise),
+                                    "neutral": neutral, "rr_k": self.rr_k})
 
 
 class FuserWeights(ToTArtifact):

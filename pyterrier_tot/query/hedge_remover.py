@@ -31,6 +31,7 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
+from pyterrier_tot._repr import code_repr, keyword_settings
 from pyterrier_tot.policy import check_query_frame
 
 NEGATION_MODES = ("keep", "not", "drop")
@@ -108,10 +109,14 @@ class HedgeRemover(pt.Transformer):
     :param protect_quotes: leave text inside double quotes untouched.
     """
 
-    def __init__(self, extra: LexiconArg = None, lexicon: LexiconArg = None, negations: str = "keep",
+    @keyword_settings
+    def __init__(self, extra: LexiconArg = None, *, lexicon: LexiconArg = None, negations: str = "keep",
                  count: bool = False, remove: bool = True, protect_quotes: bool = True):
         if negations not in NEGATION_MODES:
             raise ValueError(f"negations must be one of {NEGATION_MODES}, not {negations!r}")
+        # as given, for the repr (a list of markers, or a file path)
+        self._extra_arg = list(extra) if isinstance(extra, (list, tuple, set)) else extra
+        self._lexicon_arg = list(lexicon) if isinstance(lexicon, (list, tuple, set)) else lexicon
         self.negations = negations
         self.count = count
         self.remove = remove
@@ -198,19 +203,9 @@ class HedgeRemover(pt.Transformer):
         return out
 
     def __repr__(self):
-        args = []
-        if self.custom_lexicon:
-            args.append("lexicon=<custom>")
-        if self.n_extra:
-            args.append(f"extra=<{self.n_extra} markers>")
-        args.append(f"negations={self.negations!r}")
-        if self.count:
-            args.append("count=True")
-        if not self.remove:
-            args.append("remove=False")
-        if not self.protect_quotes:
-            args.append("protect_quotes=False")
-        return f"HedgeRemover({', '.join(args)}; {len(self.entries)} markers)"
+        return code_repr(self, [], {"extra": self._extra_arg, "lexicon": self._lexicon_arg,
+                                    "negations": self.negations, "count": self.count, "remove": self.remove,
+                                    "protect_quotes": self.protect_quotes})
 
 
 def hedge_statistics(queries: Iterable[str], remover: Optional[HedgeRemover] = None) -> dict:

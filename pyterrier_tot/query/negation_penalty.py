@@ -39,6 +39,7 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
+from pyterrier_tot._repr import code_repr, keyword_settings
 from pyterrier_tot._util import explain_columns
 from pyterrier_tot.policy import check_index, check_int, check_number, check_result_frame, unknown_docnos
 
@@ -129,7 +130,8 @@ class NegationPenalty(pt.Transformer):
         an earlier rewriter).
     """
 
-    def __init__(self, index=None, w: float = 3.0, mode: str = "heads", heads: LexArg = None,
+    @keyword_settings
+    def __init__(self, index=None, w: float = 3.0, *, mode: str = "heads", heads: LexArg = None,
                  extra_heads: Optional[Iterable[str]] = None, window: int = 5, max_words: int = 6,
                  para_chars: int = 1000, query_column: str = "query"):
         if mode not in MODES:
@@ -147,6 +149,9 @@ class NegationPenalty(pt.Transformer):
         self.para_chars = int(para_chars)
         self.query_column = query_column
         self.custom_heads = heads is not None
+        # as given, for the repr (a list of heads, or a file path)
+        self._heads_arg = list(heads) if isinstance(heads, (list, tuple, set)) else heads
+        self._extra_heads_arg = list(extra_heads) if extra_heads is not None else None
         head_list = read_heads(heads) + list(extra_heads or [])
         self.heads: List[Tuple[str, ...]] = sorted(
             {tuple(_fold(t) for t in _TOKEN.findall(h)) for h in head_list if _TOKEN.findall(h)},
@@ -313,16 +318,7 @@ class NegationPenalty(pt.Transformer):
         return pt.model.add_ranks(out)
 
     def __repr__(self):
-        args = [f"w={self.w}", f"mode={self.mode!r}"]
-        if self.custom_heads:
-            args.append("heads=<custom>")
-        args.append(f"{len(self.heads)} heads")
-        if self.window != 5:
-            args.append(f"window={self.window}")
-        if self.mode == "phrase":
-            args.append(f"max_words={self.max_words}")
-        if self.query_column != "query":
-            args.append(f"query_column={self.query_column!r}")
-        if self.index is not None:
-            args.append(f"index={getattr(self.index, 'name', type(self.index).__name__)!r}")
-        return f"NegationPenalty({', '.join(args)})"
+        return code_repr(self, [], {"w": self.w, "mode": self.mode, "heads": self._heads_arg,
+                                    "extra_heads": self._extra_heads_arg, "window": self.window,
+                                    "max_words": self.max_words, "para_chars": self.para_chars,
+                                    "query_column": self.query_column, "index": self.index})

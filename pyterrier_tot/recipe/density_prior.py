@@ -32,6 +32,7 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
+from pyterrier_tot._repr import SettingsEquality, code_repr, keyword_settings
 from pyterrier_tot._util import ColumnsValueError, empty_scored, explain_columns
 from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.corpus_store import fields_tuple
@@ -114,7 +115,7 @@ def book_density(index, model=None, k: int = DENSITY_K, fields: Sequence[str] = 
     return pd.Series(frame["density"].to_numpy(dtype=float), index=frame["docno"].to_numpy(), name="density")
 
 
-class DensityPrior(pt.Transformer):
+class DensityPrior(SettingsEquality, pt.Transformer):
     """Scores each candidate book by minus its density in ``model``'s space (see the module docs).
 
     :param index: a :class:`~pyterrier_tot.index.BookIndex`
@@ -127,7 +128,8 @@ class DensityPrior(pt.Transformer):
     :param seed: the seed of that sample
     """
 
-    def __init__(self, index, model=None, k: int = DENSITY_K, fields: Sequence[str] = ("title", "text"),
+    @keyword_settings
+    def __init__(self, index, model=None, *, k: int = DENSITY_K, fields: Sequence[str] = ("title", "text"),
                  precision: Optional[str] = None, unknown_docnos: str = "raise", reference: int = REFERENCE_BOOKS,
                  seed: int = 0):
         check_index(index, "DensityPrior")
@@ -170,6 +172,12 @@ class DensityPrior(pt.Transformer):
                 "sample": {"reference": self.reference, "seed": self.seed} if sampled else None}
 
     def __repr__(self):
+        return code_repr(self, [self.index] + ([self.model] if self.model is not None else []), {
+            "k": self.k, "fields": self.fields, "precision": self.precision, "unknown_docnos": self.unknown_docnos,
+            "reference": self.reference, "seed": self.seed})
+
+    def _legacy_repr(self):
+        """The repr that keyed fitted weights before settings did (``recipe.weights._legacy_repr``)."""
         name = Path(str(self.model)).name if self.model is not None else "all-MiniLM-L6-v2"
         prec = "" if self.precision in (None, "fp32") else f", precision={self.precision!r}"
         # named only where a sample is drawn (a corpus above ``reference``) and it is not the default one: the repr

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
+from pyterrier_tot._repr import SettingsEquality, code_repr, keyword_settings
 from pyterrier_tot.normalise import normalise_scores
 from pyterrier_tot.policy import check_index, check_int, check_number
 from pyterrier_tot.rerank._topk import rerank_top_k
@@ -48,7 +49,7 @@ def _normalises(encoder) -> Optional[bool]:
         return None
 
 
-class DenseReranker(pt.Transformer):
+class DenseReranker(SettingsEquality, pt.Transformer):
     """Re-ranks the top ``k`` of a result frame by bi-encoder cosine (optionally interpolated with the score).
 
     :param index: a :class:`~pyterrier_tot.index.BookIndex` supplying book text or stored vectors; without
@@ -63,7 +64,8 @@ class DenseReranker(pt.Transformer):
     :param batch_size: encoding batch size.
     """
 
-    def __init__(self, index=None, model: Optional[str] = None, k: int = 100, max_chars: Optional[int] = 1000,
+    @keyword_settings
+    def __init__(self, index=None, model: Optional[str] = None, *, k: int = 100, max_chars: Optional[int] = 1000,
                  fields: Union[str, Sequence[str]] = ("title", "text"), alpha: Optional[float] = None,
                  stored: bool = True, batch_size: int = 32):
         who = "DenseReranker"
@@ -146,13 +148,17 @@ class DenseReranker(pt.Transformer):
         sparse = normalise_scores(block, "minmax").to_numpy()
         return self.alpha * dense + (1.0 - self.alpha) * sparse
 
-    def __repr__(self):
-        from pyterrier_tot.models import DEFAULT_MODEL
+    def settings(self) -> dict:
+        """What changes its scores (:mod:`pyterrier_tot._cache_key`); the index and the model's weights beside."""
+        return {"model": None if self.model is None else str(self.model), "k": self.k, "max_chars": self.max_chars,
+                "fields": list(self.fields), "alpha": self.alpha, "stored": self.stored}
 
-        args = [f"model={self.model or DEFAULT_MODEL!r}", f"k={self.k}", f"max_chars={self.max_chars}"]
-        if self.alpha is not None:
-            args.append(f"alpha={self.alpha}")
-        if self.index is not None:
-            args.append(f"fields={'+'.join(self.fields)}")
-            args.append("stored vectors" if self.stored else "text on the fly")
-        return f"DenseReranker({', '.join(args)})"
+    def __repr__(self):
+        args = ([self.index] if self.index is not None else []) + ([self.model] if self.model is not None else [])
+        named = {"k": self.k, "max_chars": self.max_chars, "fields": self.fields, "alpha": self.alpha,
+                 "stored": self.stored or self.index is None, "batch_size": self.batch_size}
+        if self.index is not None and self.model is None:  # a model after no index reads as the index: by name
+            args, named = [self.index], {"model": None, **named}
+        if self.index is None and self.model is not None:
+            args, named = [], {"model": self.model, **named}
+        return code_repr(self, args, named)

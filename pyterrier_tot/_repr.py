@@ -1,0 +1,84 @@
+"""How the library's transformers print, compare and take their settings (the conventions of pyterrier-dr and
+``pta.transformer_repr``).
+
+- :func:`code_repr`: a repr that reads as the call that makes the stage, ``FieldExpert(index, 'title',
+  backend='bm25')``: the first arguments by position, then each setting that is not its default by name.
+- :class:`SettingsEquality`: two stages of one class over the same index with equal ``settings()`` compare equal
+  and hash alike (a stage built twice is the same stage; :mod:`~pyterrier_tot._cache_key` keys it the same).
+- :func:`keyword_settings`: settings after the first one or two parameters are keyword-only; a caller that still
+  passes them by position gets them mapped to their names, with a ``DeprecationWarning`` naming them.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import warnings
+from typing import Any, Callable, Dict, Sequence
+
+
+def code_repr(obj: Any, args: Sequence[Any] = (), settings: Dict[str, Any] = None,
+              defaults: Dict[str, Any] = None) -> str:
+    """``Class(arg, ..., name=value, ...)``: ``args`` by position (their reprs), then each of ``settings`` whose
+    value differs from ``defaults`` (default: the class's ``__init__`` defaults) by name."""
+    if defaults is None:
+        params = inspect.signature(type(obj).__init__).parameters
+        defaults = {n: p.default for n, p in params.items() if p.default is not inspect.Parameter.empty}
+    parts = [repr(a) for a in args]
+    for name, value in (settings or {}).items():
+        if name in defaults and _same(value, defaults[name]):
+            continue
+        parts.append(f"{name}={value!r}")
+    return f"{type(obj).__name__}({', '.join(parts)})"
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(a == b) and type(a) is type(b) or (a is None and b is None)
+    except (TypeError, ValueError):  # arrays and frames: never "the default"
+        return False
+
+
+class SettingsEquality:
+    """Equality and hash from ``settings()`` (and the index read, by identity): for stages whose ``settings()``
+    names everything that changes their result."""
+
+    def _identity(self):
+        from pyterrier_tot._cache_key import cache_key
+
+        return type(self), id(getattr(self, "index", None)), cache_key(self)
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._identity() == other._identity()
+
+    def __hash__(self):
+        return hash(self._identity())
+
+
+def keyword_settings(init: Callable) -> Callable:
+    """Decorate an ``__init__`` whose settings are keyword-only (after ``*``): positional values beyond its
+    positional parameters are mapped, in order, to the keyword-only ones (the order they had when they were
+    positional), with a ``DeprecationWarning`` naming them."""
+    params = list(inspect.signature(init).parameters.values())[1:]  # without self
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    keyword = [p.name for p in params if p.kind == p.KEYWORD_ONLY]
+
+    @functools.wraps(init)
+    def wrapper(self, *args, **kwargs):
+        if len(args) > len(positional):
+            extra = args[len(positional):]
+            if len(extra) > len(keyword):
+                raise TypeError(f"{type(self).__name__}() takes at most {len(positional) + len(keyword)} "
+                                f"arguments ({len(args)} given)")
+            names = keyword[:len(extra)]
+            twice = [n for n in names if n in kwargs]
+            if twice:
+                raise TypeError(f"{type(self).__name__}() got multiple values for {twice}")
+            warnings.warn(f"{type(self).__name__}: pass {', '.join(names)} by keyword ({names[0]}=...); settings "
+                          "by position are deprecated", DeprecationWarning, stacklevel=2)
+            kwargs.update(zip(names, extra))
+            args = args[:len(positional)]
+        return init(self, *args, **kwargs)
+
+    return wrapper

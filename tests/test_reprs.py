@@ -1,0 +1,56 @@
+"""Public transformers print as the call that makes them (settings that are not their default, by name), compare
+equal when their settings are equal, and take their settings by keyword (by position: a DeprecationWarning)."""
+import pandas as pd
+import pytest
+from conftest import TINY_BOOKS
+
+import pyterrier_tot as ptt
+from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    return ptt.BookIndex(pd.DataFrame(TINY_BOOKS), path=tmp_path_factory.mktemp("reprs_index"))
+
+
+def _stages(index):
+    return [ptt.FieldExpert(index, "title", "bm25"), ptt.FieldExpert(index, "plot", model="minilm", max_chars=200),
+            ptt.base_expert(index, "bm25", num_results=50), ptt.DateExpert(index, soft=True, tau=3.0),
+            ptt.DateExpert(), ptt.DensityPrior(index, k=2, reference=3, seed=1), ptt.Normalise("rr", rr_k=10.0),
+            ptt.DenseReranker(index, k=5, alpha=0.5), ptt.DenseReranker(model="minilm", stored=False),
+            ptt.HedgeRemover(extra=["x y"], count=True), ptt.NegationPenalty(index, w=2.0, mode="phrase"),
+            WeightedFuser(names=["bm25", "dense"], weights=[1.0, 0.5], normalise="zscore"),
+            ptt.LinearFusion(ptt.Normalise(), ptt.Normalise("zscore"), weights=[0.6, 0.4])]
+
+
+def test_reprs_evaluate_back_to_an_equal_stage(index):
+    names = {"index": index, "FieldExpert": ptt.FieldExpert, "DateExpert": ptt.DateExpert,
+             "DensityPrior": ptt.DensityPrior, "Normalise": ptt.Normalise, "DenseReranker": ptt.DenseReranker,
+             "HedgeRemover": ptt.HedgeRemover, "NegationPenalty": ptt.NegationPenalty,
+             "WeightedFuser": WeightedFuser, "LinearFusion": ptt.LinearFusion}
+    for stage in _stages(index):
+        code = repr(stage).replace(repr(index), "index")
+        assert code.startswith(type(stage).__name__ + "("), code
+        again = eval(code, names)  # noqa: S307 - the test's own reprs
+        assert type(again) is type(stage) and repr(again) == repr(stage), code
+        if hasattr(type(stage), "_identity"):  # settings equality
+            assert again == stage and hash(again) == hash(stage), code
+
+
+def test_equal_settings_compare_equal_other_settings_do_not(index):
+    assert ptt.FieldExpert(index, "title", "bm25") == ptt.FieldExpert(index, "title", "bm25")
+    assert ptt.FieldExpert(index, "title", "bm25") != ptt.FieldExpert(index, "title", "dense")
+    assert len({ptt.Normalise(), ptt.Normalise(), ptt.Normalise("zscore")}) == 2
+    assert ptt.DateExpert(index) != ptt.DateExpert()  # another index (none): not the same stage
+
+
+def test_settings_by_position_still_work_with_a_deprecation_warning(index):
+    with pytest.warns(DeprecationWarning, match=r"DateExpert: pass soft, tau by keyword"):
+        old = ptt.DateExpert(index, True, 3.0)
+    assert old == ptt.DateExpert(index, soft=True, tau=3.0)
+    with pytest.warns(DeprecationWarning, match="rr_k"):
+        assert ptt.Normalise("rr", 10.0) == ptt.Normalise("rr", rr_k=10.0)
+    with pytest.raises(TypeError, match="multiple values"):
+        ptt.Normalise("rr", 10.0, rr_k=5.0)
+    with pytest.raises(TypeError, match="at most"):
+        ptt.DenseReranker(index, None, 1, 2, 3, 4, 5, 6, 7)
