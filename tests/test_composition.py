@@ -128,10 +128,10 @@ def test_without_drops_the_experts_candidates_and_says_so(index):
     dp = decomposition_pipeline(index, clues, experts=experts, k=1, expert_k=1)
     topics = TOPICS.head(1)
     assert "b4" in set((dp.decomposer >> dp.candidates)(topics).docno)  # only the title expert finds Spaceship Nine
-    assert "title, plot" in repr(dp)
+    assert "names=['title', 'plot']" in repr(dp)
     no_title = dp.without("title")
     assert "b4" not in set((no_title.decomposer >> no_title.candidates)(topics).docno)
-    assert repr(no_title.candidates).endswith("+ plot top 1)")
+    assert repr(no_title.candidates).endswith("k=1, expert_k=1, names=['plot'])")
     assert "title=" not in repr(no_title)
     weights_only = dp.without("title", candidates=False)
     assert "b4" in set((weights_only.decomposer >> weights_only.candidates)(topics).docno)

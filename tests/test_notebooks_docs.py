@@ -31,7 +31,7 @@ def test_quickstart_notebook_executes(tmp_path, reddit, monkeypatch):
                       for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert re.search(rf"\b{docs_runner.SAMPLE} queries; \d+ books", outputs)
     assert "R@100" in outputs and (tmp_path / "runs" / "quickstart-hybrid.run").exists()
-    assert "DecompositionPipeline(RuleClueExtractor()" in outputs  # the tuned pipeline, printed
+    assert "TunedPipeline(RuleClueExtractor()" in outputs  # the tuned pipeline, printed
     assert "dense_ft" in outputs                                    # ... on the fine-tuned base
     for row in ["BM25 + dense", "clues >> BM25 top 100 >> experts", "Tuned pipeline", "Tuned without BM25"]:
         assert row in outputs, row  # the hand-composed ablation table

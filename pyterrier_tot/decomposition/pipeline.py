@@ -27,6 +27,7 @@ import pyterrier as pt
 import pyterrier_alpha as pta
 
 from pyterrier_tot._cache_key import settings_of
+from pyterrier_tot._repr import code_repr, keyword_settings
 from pyterrier_tot._util import explain_columns, require_columns
 from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, YEAR_COLUMN, clues_na_as_none
 from pyterrier_tot.decomposition.date_expert import DateExpert
@@ -82,7 +83,8 @@ class CandidateUnion(pt.Transformer):
     an expert found), so the frame is a valid ranking on its own. A query for which neither the base nor any
     expert finds a book has no rows: one ``NoResultsWarning`` names it (counted in ``empty_results``)."""
 
-    def __init__(self, base: pt.Transformer, retrievers: Sequence[pt.Transformer] = (), k: int = 100,
+    @keyword_settings
+    def __init__(self, base: pt.Transformer, retrievers: Sequence[pt.Transformer] = (), *, k: int = 100,
                  expert_k: int = 20, names: Optional[Sequence[str]] = None):
         bad = [i for i, r in enumerate([base, *retrievers]) if not isinstance(r, pt.Transformer)]
         if bad:
@@ -144,10 +146,8 @@ class CandidateUnion(pt.Transformer):
                 "k": self.k, "expert_k": self.expert_k}
 
     def __repr__(self):
-        if not self.retrievers:
-            return f"CandidateUnion({self.base!r} top {self.k})"
-        who = ", ".join(self.names) if self.names is not None else f"{len(self.retrievers)} experts"
-        return f"CandidateUnion({self.base!r} top {self.k} + {who} top {self.expert_k})"
+        return code_repr(self, [self.base] + ([self.retrievers] if self.retrievers else []),
+                         {"k": self.k, "expert_k": self.expert_k, "names": self.names})
 
 
 def fill_to_depth(ranked: pd.DataFrame, tail: pd.DataFrame, depth: int, keep: Optional[int] = None) -> pd.DataFrame:
@@ -285,8 +285,10 @@ class DecompositionPipeline(pt.Transformer):
                 "tail": settings_of(self.tail) if self.depth else None, "depth": self.depth}
 
     def __repr__(self):
-        tail = f" then {self.tail!r} to depth {self.depth}" if self.tail is not None and self.depth else ""
-        return f"DecompositionPipeline({self.decomposer!r} >> {self.candidates!r} >> {self.fuser!r}{tail})"
+        # the experts by name: each is shown where it acts, in the candidates and in the fuser's names
+        tail = {"tail": self.tail, "depth": self.depth} if self.tail is not None and self.depth else {}
+        return code_repr(self, [self.decomposer, self.candidates],
+                         {"experts": list(self.experts), "fuser": self.fuser, **tail}, defaults={})
 
     def subtransformers(self):
         return {"pipeline": self.pipeline}
