@@ -20,14 +20,16 @@ def _stages(index):
             ptt.DenseReranker(index, k=5, alpha=0.5), ptt.DenseReranker(model="minilm", stored=False),
             ptt.HedgeRemover(extra=["x y"], count=True), ptt.NegationPenalty(index, w=2.0, mode="phrase"),
             WeightedFuser(names=["bm25", "dense"], weights=[1.0, 0.5], normalise="zscore"),
-            ptt.LinearFusion(ptt.Normalise(), ptt.Normalise("zscore"), weights=[0.6, 0.4])]
+            ptt.LinearFusion(ptt.Normalise(), ptt.Normalise("zscore"), weights=[0.6, 0.4]),
+            ptt.ClueConcatenator(("plot", "title"), labels=True), ptt.RuleClueExtractor(reference_year=2020)]
 
 
 def test_reprs_evaluate_back_to_an_equal_stage(index):
     names = {"index": index, "FieldExpert": ptt.FieldExpert, "DateExpert": ptt.DateExpert,
              "DensityPrior": ptt.DensityPrior, "Normalise": ptt.Normalise, "DenseReranker": ptt.DenseReranker,
              "HedgeRemover": ptt.HedgeRemover, "NegationPenalty": ptt.NegationPenalty,
-             "WeightedFuser": WeightedFuser, "LinearFusion": ptt.LinearFusion}
+             "WeightedFuser": WeightedFuser, "LinearFusion": ptt.LinearFusion,
+             "ClueConcatenator": ptt.ClueConcatenator, "RuleClueExtractor": ptt.RuleClueExtractor}
     for stage in _stages(index):
         code = repr(stage).replace(repr(index), "index")
         assert code.startswith(type(stage).__name__ + "("), code

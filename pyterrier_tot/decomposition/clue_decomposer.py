@@ -51,6 +51,7 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
+from pyterrier_tot._repr import code_repr, keyword_settings
 from pyterrier_tot._util import explain_columns, is_missing
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, YEAR_COLUMN, clue_column
 from pyterrier_tot.decomposition.date_resolver import latest_possible_year
@@ -165,7 +166,8 @@ def parse_joint(text: Optional[str], fields: Sequence[str] = CLUE_FIELDS) -> Opt
 class ClueDecomposer(pt.Transformer):
     """Adds ``clue_<field>`` columns (None = N/A) and ``clue_year`` to a query frame using an LLM."""
 
-    def __init__(self, llm, mode: str = "extractive", strategy: str = "per_field",
+    @keyword_settings
+    def __init__(self, llm, mode: str = "extractive", strategy: str = "per_field", *,
                  fields: Sequence[str] = CLUE_FIELDS, grounding: float = 0.8,
                  reference_year: Union[int, str, None] = None, prompt_dir: Union[str, Path, None] = None,
                  query_column: str = "query", max_query_chars: int = 6000, verbose: bool = True,
@@ -334,5 +336,10 @@ class ClueDecomposer(pt.Transformer):
                           "fields are N/A (counters copied / repeated in .stats and stats_frame())", stacklevel=3)
 
     def __repr__(self):
-        extra = "" if self.fields == CLUE_FIELDS else f", fields={list(self.fields)}"
-        return f"ClueDecomposer({self.llm!r}, mode={self.mode!r}, strategy={self.strategy!r}{extra})"
+        # mode and strategy always shown (they say which prompts run), the other settings where not the default
+        return code_repr(self, [self.llm], {
+            "mode": self.mode, "strategy": self.strategy, "fields": list(self.fields), "grounding": self.grounding,
+            "reference_year": self.reference_year, "prompt_dir": self.prompt_dir, "query_column": self.query_column,
+            "max_query_chars": self.max_query_chars, "max_repeat_share": self.max_repeat_share},
+            defaults={"fields": list(CLUE_FIELDS), "grounding": 0.8, "reference_year": None, "prompt_dir": None,
+                      "query_column": "query", "max_query_chars": 6000, "max_repeat_share": 0.5})

@@ -21,6 +21,7 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
+from pyterrier_tot._repr import code_repr, keyword_settings
 from pyterrier_tot._util import explain_columns, is_missing
 from pyterrier_tot.decomposition.clue_decomposer import clean_answer
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, clue_column
@@ -101,7 +102,8 @@ class ClueConcatenator(pt.Transformer):
     """E / P: the query becomes the non-N/A clues joined (fields in ``fields`` order). A query whose clues are
     all N/A keeps its original text (counted in ``.fallbacks``)."""
 
-    def __init__(self, fields: Sequence[str] = CLUE_FIELDS, separator: str = ". ", labels: bool = False):
+    @keyword_settings
+    def __init__(self, fields: Sequence[str] = CLUE_FIELDS, *, separator: str = ". ", labels: bool = False):
         self.fields = tuple(fields)
         self.columns = [clue_column(f) for f in self.fields]
         self.separator, self.labels = separator, labels
@@ -134,5 +136,4 @@ class ClueConcatenator(pt.Transformer):
         return out
 
     def __repr__(self):
-        extra = "" if self.fields == CLUE_FIELDS else f"fields={list(self.fields)}"
-        return f"ClueConcatenator({extra})"
+        return code_repr(self, [], {"fields": self.fields, "separator": self.separator, "labels": self.labels})
