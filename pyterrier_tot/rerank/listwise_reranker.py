@@ -31,6 +31,7 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
+from pyterrier_tot._repr import code_repr, keyword_settings
 from pyterrier_tot._util import explain_columns
 from pyterrier_tot.llm.templates import load_prompt
 from pyterrier_tot.policy import check_index, check_int, check_llm, check_result_frame, unknown_docnos
@@ -76,7 +77,8 @@ class ListwiseReranker(pt.Transformer):
     :param fields: book fields shown to the LLM (with an index); ``max_chars``: characters of each candidate.
     """
 
-    def __init__(self, llm, index=None, k: int = 20, window: int = 10, step: int = 5,
+    @keyword_settings
+    def __init__(self, llm, index=None, *, k: int = 20, window: int = 10, step: int = 5,
                  fields: Union[str, Sequence[str]] = ("title", "text"), max_chars: int = 300,
                  prompt: str = "listwise_rerank", prompt_dir: Union[str, Path, None] = None,
                  max_query_chars: int = 2000, max_tokens: Optional[int] = None):
@@ -170,5 +172,6 @@ class ListwiseReranker(pt.Transformer):
                               f"qid(s) {failed[:5]}", stacklevel=3)
 
     def __repr__(self):
-        src = f", index={self.index.name!r}" if self.index is not None else ""
-        return f"ListwiseReranker({self.llm!r}{src}, k={self.k}, window={self.window}, step={self.step})"
+        return code_repr(self, [self.llm] + ([self.index] if self.index is not None else []), {
+            "k": self.k, "window": self.window, "step": self.step, "fields": self.fields, "max_chars": self.max_chars,
+            "max_query_chars": self.max_query_chars, "max_tokens": self.max_tokens})

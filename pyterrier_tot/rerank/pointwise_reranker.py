@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
+from pyterrier_tot._repr import code_repr, keyword_settings
 from pyterrier_tot.llm.templates import load_prompt
 from pyterrier_tot.normalise import normalise_scores
 from pyterrier_tot.policy import check_index, check_int, check_llm, check_number
@@ -71,7 +72,8 @@ class PointwiseLLMReranker(pt.Transformer):
     :param top: how many first-token alternatives are asked for (default 10, at most 20).
     """
 
-    def __init__(self, llm, index=None, k: int = 10, alpha: Optional[float] = None,
+    @keyword_settings
+    def __init__(self, llm, index=None, *, k: int = 10, alpha: Optional[float] = None,
                  fields: Union[str, Sequence[str]] = ("title", "text"), max_chars: int = 500,
                  prompt: str = "pointwise_relevance", prompt_dir: Union[str, Path, None] = None,
                  max_query_chars: int = 2000, top: int = 10):
@@ -131,6 +133,6 @@ class PointwiseLLMReranker(pt.Transformer):
         return rerank_top_k(self, inp, self.k, self.index, needs, hint, self._rescore)
 
     def __repr__(self):
-        src = f", index={self.index.name!r}" if self.index is not None else ""
-        mix = "" if self.alpha is None else f", alpha={self.alpha}"
-        return f"PointwiseLLMReranker({self.llm!r}{src}, k={self.k}{mix})"
+        return code_repr(self, [self.llm] + ([self.index] if self.index is not None else []), {
+            "k": self.k, "alpha": self.alpha, "fields": self.fields, "max_chars": self.max_chars,
+            "max_query_chars": self.max_query_chars, "top": self.top})

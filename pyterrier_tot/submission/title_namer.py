@@ -42,6 +42,7 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
+from pyterrier_tot._repr import code_repr, keyword_settings
 from pyterrier_tot.errors import NoResultsWarning
 from pyterrier_tot.llm.templates import load_prompt
 from pyterrier_tot.policy import check_query_frame, check_result_frame, report_missing_qids
@@ -142,7 +143,8 @@ class TitleNamer(pt.Transformer):
     :param max_query_tokens: in constrained mode, the request is cut to this many of the LM's tokens.
     """
 
-    def __init__(self, llm, index, num_titles: int = 10, candidates: int = 10, min_similarity: float = 0.8,
+    @keyword_settings
+    def __init__(self, llm, index, *, num_titles: int = 10, candidates: int = 10, min_similarity: float = 0.8,
                  prompt: str = "title_namer", prompt_dir: Union[str, Path, None] = None, max_query_chars: int = 6000,
                  max_tokens: Optional[int] = None, constrained: bool = False, max_query_tokens: int = 384):
         if int(num_titles) < 1:
@@ -287,5 +289,10 @@ class TitleNamer(pt.Transformer):
         return pd.DataFrame(rows, columns=["qid", "docno", "score"])
 
     def __repr__(self):
-        mode = ", constrained=True" if self.constrained else f", min_similarity={self.min_similarity}"
-        return f"TitleNamer({self.llm!r}, {self.index.name!r}, num_titles={self.num_titles}{mode})"
+        # num_titles always shown: how many names the LLM is asked for
+        return code_repr(self, [self.llm, self.index], {
+            "num_titles": self.num_titles, "candidates": self.candidates, "min_similarity": self.min_similarity,
+            "max_query_chars": self.max_query_chars, "max_tokens": self.max_tokens, "constrained": self.constrained,
+            "max_query_tokens": self.max_query_tokens},
+            defaults={"candidates": 10, "min_similarity": 0.8, "max_query_chars": 6000, "max_tokens": None,
+                      "constrained": False, "max_query_tokens": 384})
