@@ -71,3 +71,19 @@ def test_weights_fitted_under_the_old_repr_key_are_copied_with_a_warning(index, 
     other = key_of({"density": DensityPrior(index, k=4)})
     weights._migrate_legacy(key_of({"density": DensityPrior(index, k=4)}, legacy=True), other, {})
     assert not other.exists()  # no old fit for these settings: nothing copied, it is fitted
+
+
+def test_a_generative_expert_is_keyed_by_its_settings():
+    """A generative retriever (an extra expert of the recipe in the generative study) is keyed by its backbone,
+    identifiers and decoding, not by its repr."""
+    from pyterrier_tot import generative as gen
+
+    books = pd.DataFrame(TINY_BOOKS)
+    ids = gen.book_ids(books)
+    backbone = gen.tiny_t5(gen.word_tokenizer(list(books["text"]) + list(ids.values())), d_model=32, layers=1)
+    three, five = gen.GenerativeRetriever(backbone, ids, num_results=3), gen.GenerativeRetriever(backbone, ids,
+                                                                                                  num_results=5)
+    json.dumps(settings_of(three))
+    assert cache_key(three) == cache_key(gen.GenerativeRetriever(backbone, ids, num_results=3)) != cache_key(five)
+    assert cache_key(three) != cache_key(gen.GenerativeRetriever(backbone, dict(list(ids.items())[:3]),
+                                                                 num_results=3))
