@@ -35,6 +35,7 @@ import pandas as pd
 import pyterrier as pt
 
 from pyterrier_tot._artifact import ToTArtifact, artifact_path, building, read_meta
+from pyterrier_tot._repr import code_repr, keyword_settings
 from pyterrier_tot._util import cache_folder
 from pyterrier_tot.bars import bar as progress_bar
 from pyterrier_tot.bars import quiet_loading
@@ -211,7 +212,8 @@ class CrossEncoderReranker(pt.Transformer):
         smaller values mix in the incoming score (both min-max normalised per query), 0.0 keeps the incoming order.
     """
 
-    def __init__(self, model, index=None, k: int = 100, fields: Union[str, Sequence[str]] = ("title", "text"),
+    @keyword_settings
+    def __init__(self, model, index=None, *, k: int = 100, fields: Union[str, Sequence[str]] = ("title", "text"),
                  max_chars: Optional[int] = 2000, batch_size: int = 32, max_length: Optional[int] = None,
                  max_query_tokens: Optional[int] = None, device: str = "cpu", alpha: float = 1.0):
         k = check_int(k, "k", "CrossEncoderReranker")
@@ -253,6 +255,8 @@ class CrossEncoderReranker(pt.Transformer):
         return rerank_top_k(self, inp, self.k, self.index, needs, f"needs a result frame with {needs}", self._scores)
 
     def __repr__(self):
-        mix = f", alpha={self.alpha:g}" if self.alpha != 1.0 else ""
-        return (f"CrossEncoderReranker({Path(str(self.model.path)).name!r}, k={self.k}{mix}, "
-                f"max_length={self.max_length}, fields={'+'.join(self.fields)})")
+        # max_length and max_query_tokens as read from the model's training record where not given
+        return code_repr(self, [str(self.model.path)] + ([self.index] if self.index is not None else []), {
+            "k": self.k, "fields": self.fields, "max_chars": self.max_chars, "batch_size": self.batch_size,
+            "max_length": self.max_length, "max_query_tokens": self.max_query_tokens, "device": self.device,
+            "alpha": self.alpha})
