@@ -10,7 +10,8 @@ Training-free pipelines (no fine-tuning, no fitted weights; each a fixed recipe 
 - ``dense``: zero-shot all-mpnet-base-v2 (the strongest bi-encoder this machine has offline);
 - ``bm25+dense``: the two, min-max normalised and summed (``ptt.linear_fusion``);
 - ``untuned recipe``: the recipe's pipeline with zero-shot mpnet as its base and every expert weighted 1
-  (``ptt.training_free_pipeline(index)``: rule clues, BM25, title and plot experts).
+  (``ptt.training_free_pipeline(index, base="mpnet")``: rule clues, BM25, title and plot experts; the function's
+  default base is nomic since ``encoders/nomic_zero_shot.py`` applied this rule to the base).
 
 The rule, written before the run: the training-free pipeline named "best" is the one with the highest recipe
 objective (the mean of R@1, R@5, R@10, R@20, R@100 and MRR) on Reddit-TOMT's tuning slice, 300 training requests,

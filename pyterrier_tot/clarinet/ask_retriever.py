@@ -103,15 +103,17 @@ def ask_retriever(index, dataset=None, kind: Optional[str] = None, model: Option
 
 
 def training_free_base() -> str:
-    """The training-free pipeline's base here: mpnet (the one measured) when its weights are on this machine,
-    else MiniLM, which every install has."""
+    """The training-free pipeline's base here: nomic (its default, chosen by its rule) when its weights are on this
+    machine, else mpnet (the one BIRCO measured), else MiniLM, which every install has."""
     from pyterrier_tot.models import resolve_model
 
-    try:
-        resolve_model("mpnet")
-        return "mpnet"
-    except ModelUnavailableError:
-        return "minilm"
+    for base in ("nomic", "mpnet"):
+        try:
+            resolve_model(base)
+            return base
+        except ModelUnavailableError:
+            pass
+    return "minilm"
 
 
 def _training_free(index, why: str) -> RetrieverChoice:
@@ -120,7 +122,7 @@ def _training_free(index, why: str) -> RetrieverChoice:
     base = training_free_base()
     fine_tuned, names = training_free_experts(index, base)
     others = ", ".join(n for n in names if n not in fine_tuned)
-    missing = "" if base == "mpnet" else "; mpnet, the base measured, is not fetched: `pyterrier-tot fetch mpnet`"
+    missing = "" if base == "nomic" else "; nomic, the default base, is not fetched: `pyterrier-tot fetch nomic`"
     line = (f"Searching with the training-free pipeline (zero-shot {base} + the experts {others}, weights 1)"
             + (f": {why}" if why else "") + missing + ".")
     return RetrieverChoice(line, lambda: training_free_pipeline(index, base),

@@ -139,21 +139,23 @@ def base_names(fine_tuned: FineTuned) -> List[str]:
     return list(fine_tuned_models(fine_tuned)) or ["dense"]
 
 
-def training_free_pipeline(index, base: str = "mpnet", depth: Optional[int] = DEPTH) -> DecompositionPipeline:
+def training_free_pipeline(index, base: str = "nomic", depth: Optional[int] = DEPTH) -> DecompositionPipeline:
     """The best pipeline measured for a catalogue without training data (``benchmarks/recipe/transfer.py``, chosen
     on another collection's tuning slice before BIRCO was scored): the recipe's pipeline with the zero-shot ``base``
-    (an alias such as ``"mpnet"`` or ``"minilm"``, or a model folder) in the fine-tuned base's place and every
-    expert weighted 1: rule clues, candidates from the base, BM25 and the title experts, the experts' scores
-    min-max normalised and summed, the base's ranking below them to ``depth``. Nothing is trained or fitted. The
-    measured one is mpnet's; with ``base="minilm"`` (what a machine without mpnet's weights has) the recipe's
-    zero-shot ``dense`` expert is the base itself and is left out, so MiniLM is not counted twice. The base
+    (an alias such as ``"nomic"``, ``"mpnet"`` or ``"minilm"``, or a model folder) in the fine-tuned base's place
+    and every expert weighted 1: rule clues, candidates from the base, BM25 and the title experts, the experts'
+    scores min-max normalised and summed, the base's ranking below them to ``depth``. Nothing is trained or fitted.
+    The base is chosen by the same rule (the higher objective on Reddit-TOMT's tuning slice): nomic-embed-text-v1.5
+    .530 against mpnet's .523 (``benchmarks/encoders/results/nomic_zero_shot.md``; offline it needs
+    ``pyterrier-tot fetch nomic`` once); BIRCO measured mpnet's. With ``base="minilm"`` (what every install has)
+    the recipe's zero-shot ``dense`` expert is the base itself and is left out, so MiniLM is not counted twice. The base
     expert is named after its model (``dense_mpnet``, ``dense_minilm``): nothing here is fine-tuned. A model that
     is not here raises :class:`~pyterrier_tot.errors.ModelUnavailableError` saying how to get it."""
     fine_tuned, only = training_free_experts(index, base)
     return build_pipeline(index, fine_tuned, depth=depth, only=only)
 
 
-def training_free_experts(index, base: str = "mpnet") -> Tuple[Dict[str, str], List[str]]:
+def training_free_experts(index, base: str = "nomic") -> Tuple[Dict[str, str], List[str]]:
     """What :func:`training_free_pipeline` is built from: ``{base expert name: model}`` and the names of the
     experts it keeps (nothing is built here). A model that is not here raises
     :class:`~pyterrier_tot.errors.ModelUnavailableError` at once, saying how to get it."""
