@@ -56,6 +56,8 @@ BASE_SETTINGS: Dict[str, dict] = {
     # base_grid_mpnet_gpu.md: lr 3e-5, epoch 2 of a 3-epoch schedule, chosen on the tuning slice over lrs 2e-5 /
     # 3e-5 / 5e-5 x epochs 1-3 and over lr 2e-5, 1 epoch (the setting before; tuning R@5 .677 against .640)
     "mpnet": {"lr": 3e-5, "epoch": 2, "schedule": 3, "amp": "auto", "precision": "fp32"},
+    # nomic-embed-text-v1.5 (fetch_models.py nomic): mpnet's protocol, not yet studied (benchmarks/recipe/nomic_base.py)
+    "nomic": {"lr": 3e-5, "epoch": 2, "schedule": 3, "amp": "auto", "precision": "fp32"},
 }
 #: MiniLM's earlier settings (one epoch at lr 2e-5): a model trained with them keeps its old folder name.
 LEGACY_MINILM = {"lr": 2e-5, "epoch": 1, "schedule": 1, "amp": False, "precision": "fp32"}
@@ -263,7 +265,7 @@ def encoding_precision(expert_name: str) -> str:
 #: Fine-tuned models the fuser weighs beside a base, scoring its candidates (adding none; the floor stays the base
 #: alone). Chosen inside the tuning slice (``benchmarks/recipe/results/helper_bases.md``): the fine-tuned MiniLM beside
 #: mpnet raised the held-out gain over mpnet alone; mpnet title / plot experts did not.
-HELPERS: Dict[str, Tuple[str, ...]] = {"mpnet": ("minilm",)}
+HELPERS: Dict[str, Tuple[str, ...]] = {"mpnet": ("minilm",), "nomic": ("minilm",)}
 
 
 def default_helpers(base: Union[str, Sequence[str]]) -> Tuple[str, ...]:
