@@ -3,6 +3,7 @@
 
 - :func:`code_repr`: a repr that reads as the call that makes the stage, ``FieldExpert(index, 'title',
   backend='bm25')``: the first arguments by position, then each setting that is not its default by name.
+  :func:`method_repr`: the same for a stage a ``BookIndex`` method makes, ``BookIndex(...).bm25(k1=0.9)``.
 - :class:`SettingsEquality`: two stages of one class over the same index with equal ``settings()`` compare equal
   and hash alike (a stage built twice is the same stage; :mod:`~pyterrier_tot._cache_key` keys it the same).
 - :func:`keyword_settings`: settings after the first one or two parameters are keyword-only; a caller that still
@@ -21,14 +22,31 @@ def code_repr(obj: Any, args: Sequence[Any] = (), settings: Dict[str, Any] = Non
     """``Class(arg, ..., name=value, ...)``: ``args`` by position (their reprs), then each of ``settings`` whose
     value differs from ``defaults`` (default: the class's ``__init__`` defaults) by name."""
     if defaults is None:
-        params = inspect.signature(type(obj).__init__).parameters
-        defaults = {n: p.default for n, p in params.items() if p.default is not inspect.Parameter.empty}
+        defaults = _defaults(type(obj).__init__)
+    return f"{type(obj).__name__}({_arguments(args, settings, defaults)})"
+
+
+def method_repr(owner: Any, method: str, args: Sequence[Any] = (), settings: Dict[str, Any] = None) -> str:
+    """``Owner(...).method(arg, ..., name=value, ...)``: the call on ``owner`` (its repr) that made a stage, for
+    the stages a :class:`~pyterrier_tot.index.BookIndex` method hands out (``index.bm25(k1=0.9)`` prints as
+    ``BookIndex('tiny', 5 books, path=...).bm25(fields=('title', 'text'), k1=0.9)``); ``settings`` that are the
+    method's defaults are left out."""
+    defaults = _defaults(getattr(type(owner), method))
+    return f"{owner!r}.{method}({_arguments(args, settings, defaults)})"
+
+
+def _defaults(function: Callable) -> Dict[str, Any]:
+    params = inspect.signature(function).parameters
+    return {n: p.default for n, p in params.items() if p.default is not inspect.Parameter.empty}
+
+
+def _arguments(args: Sequence[Any], settings: Dict[str, Any], defaults: Dict[str, Any]) -> str:
     parts = [repr(a) for a in args]
     for name, value in (settings or {}).items():
         if name in defaults and _same(value, defaults[name]):
             continue
         parts.append(f"{name}={value!r}")
-    return f"{type(obj).__name__}({', '.join(parts)})"
+    return ", ".join(parts)
 
 
 def _same(a, b) -> bool:

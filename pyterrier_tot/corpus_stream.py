@@ -215,6 +215,3 @@ class LazyTextLoader(TextLoader):
         pos = store.positions(wanted)
         unknown_docnos(pd.DataFrame({"docno": wanted[pos < 0]}), pd.Index([]), repr(self))
         return pd.Series(joined_text(store.rows(pos), self.fields, self.max_chars), index=wanted).loc[docnos]
-
-    def __repr__(self):
-        return f"TextLoader({', '.join([*self._args(), 'streamed'])})"

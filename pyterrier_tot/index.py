@@ -199,7 +199,10 @@ class BookIndex(BookCorpus, IndexParts, ToTArtifact):
         with quiet_native_output():  # PISA builds the scored index on first use and reports progress
             retr = index.bm25(k1=k1, b=b, num_results=num_results, query_algorithm=query_algorithm)
             retr(pd.DataFrame({"qid": ["_warmup"], "query": ["the"]}))
-        return SafeRetriever(retr, f"BM25({'+'.join(fields)}, k1={k1}, b={b})", num_results=num_results)
+        made_by = (self, "bm25", (), {"fields": fields, "k1": k1, "b": b, "query_algorithm": query_algorithm,
+                                      "stemmer": stemmer})
+        return SafeRetriever(retr, f"BM25({'+'.join(fields)}, k1={k1}, b={b})", num_results=num_results,
+                             made_by=made_by)
 
     def bm25_scorer(self, fields: Optional[FieldsArg] = None, depth: Optional[int] = None,
                     unknown_docnos: str = "raise", **bm25_kwargs) -> pt.Transformer:
@@ -208,7 +211,12 @@ class BookIndex(BookCorpus, IndexParts, ToTArtifact):
         (default the corpus: exact; streamed: 1,000)."""
         depth = depth or (1000 if self.streamed else len(self.docnos))
         retr = self.bm25(fields, num_results=depth, **bm25_kwargs)
-        return BM25Scorer(retr, self.docnos, f"BM25Scorer({retr!r}, depth={depth})", unknown_docnos=unknown_docnos)
+        shown = retr.label if depth == 1000 else f"{retr.label[:-1]}, num_results={depth})"
+        label = f"BM25Scorer({shown}, depth={depth})"  # the description its cache key has always held
+        bm25_defaults = {"k1": 1.2, "b": 0.75, "query_algorithm": "maxscore", "stemmer": "porter2"}
+        made_by = (self, "bm25_scorer", (), {**{k: v for k, v in retr.made_by[3].items()
+                                                if k not in bm25_defaults or v != bm25_defaults[k]}, "depth": depth})
+        return BM25Scorer(retr, self.docnos, label, unknown_docnos=unknown_docnos, made_by=made_by)
 
     def has_bm25(self, fields: Optional[FieldsArg] = None, stemmer: str = "porter2") -> bool:
         """Whether the PISA index over ``fields`` (default :attr:`bm25_fields`) is built; nothing is built."""
@@ -291,8 +299,10 @@ class BookIndex(BookCorpus, IndexParts, ToTArtifact):
             raise ValueError(f"backend must be 'numpy' or 'faiss', not {backend!r}")
         label = (f"Dense({Path(model or DEFAULT_MODEL).name}, {'+'.join(fields)}"
                  f"{dense_index.precision_label(precision)})")
-        return SafeRetriever(DenseRetriever(enc.query_encoder(), retr, label, exact=True), label, tokenise=False,
-                             num_results=num_results)
+        made_by = (self, "dense", (model or DEFAULT_MODEL,), {"fields": fields, "max_chars": max_chars,
+                                                             "backend": backend, "precision": _shown(precision)})
+        return SafeRetriever(DenseRetriever(enc.query_encoder(), retr, label, exact=True, made_by=made_by), label,
+                             tokenise=False, num_results=num_results, made_by=made_by)
 
     def dense_scorer(self, model=None, fields: FieldsArg = ("title", "text"),
                      max_chars: Optional[int] = None, encoder=None, unknown_docnos: str = "raise",
@@ -308,6 +318,14 @@ class BookIndex(BookCorpus, IndexParts, ToTArtifact):
         model = dense_index.model_key(model, encoder)
         flex, enc, precision = self._dense_parts(model, fields, max_chars, encoder, workers, devices, precision)
         name = Path(model or DEFAULT_MODEL).name
+        made_by = (self, "dense_scorer", (model or DEFAULT_MODEL,), {"fields": fields, "max_chars": max_chars,
+                                                                    "precision": _shown(precision)})
         return DenseScorer(enc.query_encoder(), flex.np_scorer(), self.docnos,
                            f"DenseScorer({name}, {'+'.join(fields)}, max_chars={max_chars}"
-                           f"{dense_index.precision_label(precision)})", unknown_docnos=unknown_docnos)
+                           f"{dense_index.precision_label(precision)})", unknown_docnos=unknown_docnos,
+                           made_by=made_by)
+
+
+def _shown(precision: Optional[str]) -> Optional[str]:
+    """A precision as a repr shows it: the default (fp32) left out."""
+    return None if precision in (None, "fp32") else precision

@@ -17,6 +17,7 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
+from pyterrier_tot._repr import method_repr
 from pyterrier_tot._util import empty_scored
 from pyterrier_tot.bars import quiet_native_output  # noqa: F401  (re-exported)
 from pyterrier_tot.corpus_frame import years
@@ -50,6 +51,15 @@ def _scored_columns(inp_columns) -> List[str]:
     return [*[c for c in inp_columns if c not in ("score", "rank")], "score", "rank"]
 
 
+def _made_by_repr(made_by, label: str, **current) -> str:
+    """The stage's repr: the ``BookIndex`` call that made it (``made_by``: the index, the method's name, its
+    arguments by position and by name) with ``current`` settings, or ``label`` for one built by hand."""
+    if made_by is None:
+        return label
+    owner, method, args, settings = made_by
+    return method_repr(owner, method, args, {**settings, **current})
+
+
 def check_docnos(inp: pd.DataFrame, known: pd.Index, who: str) -> None:
     """Raise :class:`UnknownDocnoError` naming the docnos of ``inp`` missing from ``known``."""
     unknown_docnos(inp, known, who, "raise")
@@ -60,12 +70,15 @@ class SafeRetriever(pt.Transformer):
     text, restores the user's query text in the output, and warns (``NoResultsWarning``, counted in
     ``empty_results``) when a query finds nothing.
 
-    ``(retriever % k).compile()`` asks the wrapped retriever for ``k`` results (``fuse_rank_cutoff``)."""
+    ``(retriever % k).compile()`` asks the wrapped retriever for ``k`` results (``fuse_rank_cutoff``). It prints
+    as the ``BookIndex`` call that made it (``made_by``: the index, the method, its arguments); ``label``
+    describes its settings for cache keys (:meth:`settings`)."""
 
     def __init__(self, retriever: pt.Transformer, label: str, tokenise: bool = True,
-                 num_results: Optional[int] = None):
+                 num_results: Optional[int] = None, made_by: Optional[tuple] = None):
         self.retriever = retriever
         self.label = label
+        self.made_by = made_by
         self.tokenise = tokenise
         self.num_results = num_results if num_results is not None else getattr(retriever, "num_results", None)
         self.empty_results = 0
@@ -88,7 +101,7 @@ class SafeRetriever(pt.Transformer):
         inner = fuse(k) if fuse is not None else None
         if inner is None:
             return None
-        return SafeRetriever(inner, self.label, tokenise=self.tokenise, num_results=k)
+        return SafeRetriever(inner, self.label, tokenise=self.tokenise, num_results=k, made_by=self.made_by)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         pta.validate.query_frame(inp, extra_columns=["query"])
@@ -114,10 +127,12 @@ class SafeRetriever(pt.Transformer):
 
     def settings(self) -> dict:
         """What changes its ranking (:mod:`pyterrier_tot._cache_key`): the description the ``BookIndex`` method
-        wrote from its arguments (model, fields, BM25's k1 and b, precision), not the repr, and the cut-off."""
+        wrote from its arguments (model, fields, BM25's k1 and b, precision), never the repr, and the cut-off."""
         return {"label": self.label, "num_results": self.num_results}
 
     def __repr__(self):
+        if self.made_by is not None:
+            return _made_by_repr(self.made_by, self.label, num_results=self.num_results)
         if self.num_results is None or self.num_results == 1000 or not self.label.endswith(")"):
             return self.label
         return f"{self.label[:-1]}, num_results={self.num_results})"
@@ -132,11 +147,13 @@ class DenseRetriever(pt.Transformer):
     exhaustive (numpy, faiss flat), so a copy asked for fewer results returns exactly the top of the longer list
     even where pyterrier-dr declines to fuse (it does for every faiss retriever, approximate ones included)."""
 
-    def __init__(self, query_encoder: pt.Transformer, retriever: pt.Transformer, label: str, exact: bool = False):
+    def __init__(self, query_encoder: pt.Transformer, retriever: pt.Transformer, label: str, exact: bool = False,
+                 made_by: Optional[tuple] = None):
         self.query_encoder = query_encoder
         self.retriever = retriever
         self.label = label
         self.exact = exact
+        self.made_by = made_by
 
     @property
     def num_results(self) -> Optional[int]:
@@ -148,7 +165,8 @@ class DenseRetriever(pt.Transformer):
         if inner is None and self.exact and self.num_results is not None and k < self.num_results:
             inner = copy.copy(self.retriever)
             inner.num_results = k
-        return None if inner is None else DenseRetriever(self.query_encoder, inner, self.label, self.exact)
+        return None if inner is None else DenseRetriever(self.query_encoder, inner, self.label, self.exact,
+                                                         self.made_by)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         pta.validate.query_frame(inp, extra_columns=["query"])
@@ -166,7 +184,7 @@ class DenseRetriever(pt.Transformer):
         return {"label": self.label, "num_results": getattr(self.retriever, "num_results", None)}
 
     def __repr__(self):
-        return self.label
+        return _made_by_repr(self.made_by, self.label, num_results=self.num_results)
 
     def subtransformers(self):
         return {"query_encoder": self.query_encoder, "retriever": self.retriever}
@@ -178,11 +196,12 @@ class DenseScorer(pt.Transformer):
     ``unknown_docnos="nan"``, scores NaN with an ``UnknownDocnoWarning``."""
 
     def __init__(self, query_encoder: pt.Transformer, scorer: pt.Transformer, known: pd.Index, label: str,
-                 unknown_docnos: str = "raise"):
+                 unknown_docnos: str = "raise", made_by: Optional[tuple] = None):
         self.query_encoder = query_encoder
         self.scorer = scorer
         self.known = known
         self.label = label
+        self.made_by = made_by
         self.unknown_docnos = check_unknown_docnos_arg(unknown_docnos)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
@@ -223,6 +242,8 @@ class DenseScorer(pt.Transformer):
         return {"label": self.label}
 
     def __repr__(self):
+        if self.made_by is not None:
+            return _made_by_repr(self.made_by, self.label, unknown_docnos=self.unknown_docnos)
         if self.unknown_docnos != "raise":
             return f"{self.label[:-1]}, unknown_docnos={self.unknown_docnos!r})"
         return self.label
@@ -238,10 +259,12 @@ class BM25Scorer(pt.Transformer):
     :meth:`BookIndex.bm25_scorer` on an in-memory corpus). Unknown docnos raise (``unknown_docnos="nan"``:
     NaN with a warning)."""
 
-    def __init__(self, retriever: pt.Transformer, known: pd.Index, label: str, unknown_docnos: str = "raise"):
+    def __init__(self, retriever: pt.Transformer, known: pd.Index, label: str, unknown_docnos: str = "raise",
+                 made_by: Optional[tuple] = None):
         self.retriever = retriever
         self.known = known
         self.label = label
+        self.made_by = made_by
         self.unknown_docnos = check_unknown_docnos_arg(unknown_docnos)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
@@ -265,6 +288,8 @@ class BM25Scorer(pt.Transformer):
         return {"label": self.label}
 
     def __repr__(self):
+        if self.made_by is not None:
+            return _made_by_repr(self.made_by, self.label, unknown_docnos=self.unknown_docnos)
         return self.label if self.unknown_docnos == "raise" else \
             f"{self.label[:-1]}, unknown_docnos={self.unknown_docnos!r})"
 
@@ -335,11 +360,14 @@ class TextLoader(pt.Transformer):
             out[f] = text.str.slice(0, self.max_chars) if self.max_chars else text
         return out
 
-    def _args(self) -> List[str]:
-        if not self.join:
-            return [repr(list(self.fields))] + ([f"max_chars={self.max_chars}"] if self.max_chars else [])
-        args = ["+".join(self.fields), f"max_chars={self.max_chars}"]
-        return args if self.column == "text" else [*args, f"column={self.column!r}"]
+    def settings(self) -> dict:
+        """What changes the text it adds (:mod:`pyterrier_tot._cache_key`), never the repr."""
+        return {"fields": list(self.fields), "max_chars": self.max_chars, "column": self.column, "join": self.join}
 
     def __repr__(self):
-        return f"TextLoader({', '.join(self._args())})"
+        """The ``text_loader`` call that makes it: a tuple of fields joins them (``column`` where not ``text``), a
+        list adds each as its column."""
+        if not self.join:
+            return method_repr(self.index, "text_loader", [list(self.fields)], {"max_chars": self.max_chars})
+        return method_repr(self.index, "text_loader", [tuple(self.fields)],
+                           {"max_chars": self.max_chars, "column": None if self.column == "text" else self.column})

@@ -62,7 +62,7 @@ def no_training(monkeypatch):
 
 def test_nothing_cached_searches_with_dense_and_says_why(index, no_training):
     retriever, line = ask_retriever(index, Tiny())
-    assert "Dense(" in repr(retriever) and "BM25" not in repr(retriever)
+    assert ".dense(" in repr(retriever) and "bm25" not in repr(retriever)
     assert line.startswith("Searching with dense retrieval (MiniLM, not fine-tuned): no fine-tuned model of "
                            "tiny-ask is cached") and "\n" not in line
     _, line = ask_retriever(index)  # an index whose name is no dataset: nothing to look up
@@ -71,7 +71,7 @@ def test_nothing_cached_searches_with_dense_and_says_why(index, no_training):
         with pytest.raises(ptt.ModelUnavailableError, match="ask never trains"):
             ask_retriever(index, Tiny(), kind)
     retriever, line = ask_retriever(index, Tiny(), "bm25")
-    assert line == "Searching with BM25 (--retriever bm25)." and "BM25" in repr(retriever)
+    assert line == "Searching with BM25 (--retriever bm25)." and ".bm25(" in repr(retriever)
     with pytest.raises(ptt.BadInputError, match="--model goes with --retriever dense"):
         ask_retriever(index, Tiny(), "base", model="minilm")
 
@@ -85,7 +85,8 @@ def test_a_cached_fine_tuned_base_is_used_before_dense(index, no_training, monke
     retriever, line = ask_retriever(index, Tiny())
     assert line.startswith("Searching with the fine-tuned minilm base of tiny-ask: the recipe's models for "
                            "tiny-ask are not cached")
-    assert "Dense(all-MiniLM-L6-v2" in repr(retriever)  # the folder MiniLM's package ships is MiniLM, by name
+    # the folder MiniLM's package ships is MiniLM, by name
+    assert ".dense('sentence-transformers/all-MiniLM-L6-v2'" in repr(retriever)
     res = retriever(pd.DataFrame({"qid": ["q"], "query": [REQUEST]}))
     assert res.sort_values("rank")["docno"].iloc[0] == "b5"
     assert ask_retriever(index, Tiny(), "base")[1] == "Searching with the fine-tuned minilm base of tiny-ask."

@@ -45,7 +45,7 @@ def test_bm25_scorer_in_a_feature_union_and_a_sum(index):
     assert list(empty.columns)[-2:] == ["score", "rank"] and len(empty) == 0
     with pytest.raises(ptt.UnknownDocnoError, match="nope"):
         scorer(cands.head(1).assign(docno="nope"))
-    assert "BM25Scorer(" in repr(scorer) and "depth=6" in repr(scorer)
+    assert ".bm25_scorer(" in repr(scorer) and "depth=6" in repr(scorer)
 
 
 def test_linear_fusion_puts_systems_on_one_scale(index):

@@ -79,4 +79,5 @@ def test_one_model_is_one_index_folder_and_the_stages_say_what_they_are(tmp_path
     assert [p.name for p in Path(index.path).glob("dense-*-title+text-all")] == \
         [next(p.name for p in Path(index.path).glob("dense-all-MiniLM-L6-v2-*-title+text-all"))]
     shown = repr(free)
-    assert "dense_ft" not in shown and "dense_minilm" in shown and "Dense(all-MiniLM-L6-v2, title+text, num" in shown
+    assert "dense_ft" not in shown and "dense_minilm" in shown
+    assert ".dense('sentence-transformers/all-MiniLM-L6-v2', num" in shown
