@@ -3,7 +3,8 @@
 
 - :func:`code_repr`: a repr that reads as the call that makes the stage, ``FieldExpert(index, 'title',
   backend='bm25')``: the first arguments by position, then each setting that is not its default by name.
-  :func:`method_repr`: the same for a stage a ``BookIndex`` method makes, ``BookIndex(...).bm25(k1=0.9)``.
+  :func:`method_repr`: the same for a stage a ``BookIndex`` method makes, ``BookIndex(...).bm25(k1=0.9)``;
+  :class:`Shown`: an argument that cannot print as code (a frame, a model in memory), as ``<what it is>``.
 - :class:`SettingsEquality`: two stages of one class over the same index with equal ``settings()`` compare equal
   and hash alike (a stage built twice is the same stage; :mod:`~pyterrier_tot._cache_key` keys it the same).
 - :func:`keyword_settings`: settings after the first one or two parameters are keyword-only; a caller that still
@@ -33,6 +34,17 @@ def method_repr(owner: Any, method: str, args: Sequence[Any] = (), settings: Dic
     method's defaults are left out."""
     defaults = _defaults(getattr(type(owner), method))
     return f"{owner!r}.{method}({_arguments(args, settings, defaults)})"
+
+
+class Shown:
+    """An argument a repr cannot print as code (a frame, a model in memory), shown as ``<what it is>``:
+    ``ClueLookup(<clues of 30 queries>, label='llm')``."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self):
+        return f"<{self.text}>"
 
 
 def _defaults(function: Callable) -> Dict[str, Any]:

@@ -15,6 +15,7 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
+from pyterrier_tot._repr import code_repr, keyword_settings
 from pyterrier_tot.policy import add_ranks, check_result_frame
 
 
@@ -41,7 +42,8 @@ class RetrievalDistribution(pt.Transformer):
     """Keeps the top ``k`` rows of each query of a result frame and adds ``prob``: the softmax of their scores
     at ``temperature``. Scores must be finite (an earlier stage's NaN raises, naming the qid)."""
 
-    def __init__(self, k: int = 10, temperature: float = 0.05):
+    @keyword_settings
+    def __init__(self, k: int = 10, *, temperature: float = 0.05):
         if k < 1:
             raise ValueError(f"k must be at least 1, not {k!r}")
         softmax([0.0], temperature)  # checks the temperature now rather than at the first call
@@ -63,4 +65,8 @@ class RetrievalDistribution(pt.Transformer):
         return add_ranks(out)
 
     def __repr__(self):
-        return f"RetrievalDistribution(k={self.k}, temperature={self.temperature})"
+        return code_repr(self, [], self.settings())
+
+    def settings(self) -> dict:
+        """What changes its output (:mod:`pyterrier_tot._cache_key`)."""
+        return {"k": self.k, "temperature": self.temperature}

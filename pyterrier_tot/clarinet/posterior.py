@@ -32,6 +32,7 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
+from pyterrier_tot._repr import code_repr, keyword_settings
 from pyterrier_tot.clarinet.answers import read_answer
 from pyterrier_tot.clarinet.distribution import softmax
 from pyterrier_tot.clarinet.questions import format_history, history_of
@@ -72,12 +73,14 @@ class LanguagePosterior(pt.Transformer):
     rewrite falls back to the request followed by the answers (warning, ``.failures``). See the module doc for
     ``combine`` and ``answer_first`` (without an LLM only)."""
 
-    def __init__(self, llm=None, combine: str = "prepend", query_chars: int = 1500, max_tokens: int = 120,
+    @keyword_settings
+    def __init__(self, llm=None, *, combine: str = "prepend", query_chars: int = 1500, max_tokens: int = 120,
                  prompt_dir: Union[str, Path, None] = None, answer_first: bool = False):
         if combine not in COMBINE:
             raise ValueError(f"combine must be one of {COMBINE}, not {combine!r}")
         self.llm, self.combine, self.query_chars, self.max_tokens = llm, combine, int(query_chars), int(max_tokens)
         self.answer_first = bool(answer_first)
+        self.prompt_dir = prompt_dir
         self.prompt = load_prompt("clarinet_posterior", prompt_dir)
         self.failures = 0
 
@@ -123,8 +126,16 @@ class LanguagePosterior(pt.Transformer):
         return out
 
     def __repr__(self):
-        return (f"LanguagePosterior({self.llm!r}, combine={self.combine!r}"
-                + (", answer_first=True)" if self.answer_first else ")"))
+        return code_repr(self, [self.llm] if self.llm is not None else [], {
+            "combine": self.combine, "query_chars": self.query_chars, "max_tokens": self.max_tokens,
+            "prompt_dir": self.prompt_dir, "answer_first": self.answer_first})
+
+    def settings(self) -> dict:
+        """What changes its queries (:mod:`pyterrier_tot._cache_key`): the LLM, the prompt's version, the settings."""
+        from pyterrier_tot._cache_key import settings_of
+
+        return {"llm": settings_of(self.llm), "combine": self.combine, "query_chars": self.query_chars,
+                "max_tokens": self.max_tokens, "prompt_version": self.prompt.version, "answer_first": self.answer_first}
 
 
 class ExplicitPosterior:

@@ -35,6 +35,7 @@ import pyterrier as pt
 import pyterrier_alpha as pta
 
 from pyterrier_tot._artifact import ToTArtifact, building, read_meta
+from pyterrier_tot._repr import Shown, code_repr
 from pyterrier_tot._util import is_missing, require_columns
 from pyterrier_tot.decomposition.clues import clue_column
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser, empty_fused
@@ -173,7 +174,7 @@ class LearnedFuser(pt.Transformer):
         groups = data.groupby("qid", sort=False).size().to_numpy()
         ranker = lgb.LGBMRanker(**self.params)
         ranker.fit(data[self.feature_names].to_numpy(dtype=float), data["label"].to_numpy(), group=groups)
-        self.booster = ranker.booster_
+        self.booster, self._loaded_from = ranker.booster_, None
         self.fit_info = {"n_queries": int(len(groups)), "n_rows": int(len(data)),
                          "dropped_queries": int(feats["qid"].nunique() - len(groups))}
         return self
@@ -241,11 +242,18 @@ class LearnedFuser(pt.Transformer):
         fuser.booster = lgb.Booster(model_file=str(Path(path) / MODEL_FILE))
         fuser.feature_names = list(info["features"])
         fuser.fit_info = info.get("fit", {})
+        fuser._loaded_from = str(path)
         return fuser
 
     def __repr__(self):
-        state = f"{len(self.feature_names)} features" if self.booster is not None else "untrained"
-        return f"LearnedFuser({self.names}, LambdaMART, {state})"
+        """The call that makes it: ``LearnedFuser(names=[...], params={...})`` (the experts are shown by the pipeline
+        that holds them; ``params`` where not the defaults), ``LearnedFuser.load('folder')`` for a saved one, and
+        ``.fit(<N features>)`` after one trained here."""
+        if getattr(self, "_loaded_from", None) is not None and self.booster is not None:
+            return f"LearnedFuser.load({self._loaded_from!r})"
+        changed = {k: v for k, v in self.params.items() if k not in DEFAULT_PARAMS or DEFAULT_PARAMS[k] != v}
+        code = code_repr(self, [], {"names": list(self.names), "negation": self.negation, "params": changed or None})
+        return code if self.booster is None else f"{code}.fit({Shown(f'{len(self.feature_names)} features')!r})"
 
 
 class LearnedFuserModel(ToTArtifact):

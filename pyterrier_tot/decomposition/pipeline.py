@@ -27,7 +27,7 @@ import pyterrier as pt
 import pyterrier_alpha as pta
 
 from pyterrier_tot._cache_key import settings_of
-from pyterrier_tot._repr import code_repr, keyword_settings
+from pyterrier_tot._repr import Shown, code_repr, keyword_settings
 from pyterrier_tot._util import explain_columns, require_columns
 from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, YEAR_COLUMN, clues_na_as_none
 from pyterrier_tot.decomposition.date_expert import DateExpert
@@ -43,7 +43,8 @@ class ClueLookup(pt.Transformer):
     (``query``), a query of the same qid with another text (another dataset's qid, a differently cleaned query) is
     refused, naming it: its clues were read from another request."""
 
-    def __init__(self, clues: pd.DataFrame, label: str = "cache"):
+    @keyword_settings
+    def __init__(self, clues: pd.DataFrame, *, label: str = "cache"):
         require_columns(clues, ["qid"], "ClueLookup")
         cols = [c for c in (*CLUE_COLUMNS, YEAR_COLUMN) if c in clues.columns]
         first = clues.assign(qid=clues["qid"].astype(str)).drop_duplicates("qid")
@@ -73,7 +74,16 @@ class ClueLookup(pt.Transformer):
         return clues_na_as_none(out)
 
     def __repr__(self):
-        return f"ClueLookup({self.label!r}, {len(self.clues)} queries)"
+        return code_repr(self, [Shown(f"clues of {len(self.clues)} queries")], {"label": self.label})
+
+    def settings(self) -> dict:
+        """What changes its clues (:mod:`pyterrier_tot._cache_key`): the clues themselves (a digest), never the
+        repr."""
+        import hashlib
+
+        digest = hashlib.sha1(pd.util.hash_pandas_object(self.clues.astype(str), index=True).values.tobytes())
+        texts = hashlib.sha1(repr(sorted(self.texts.items())).encode())
+        return {"clues": digest.hexdigest()[:16], "texts": texts.hexdigest()[:16], "label": self.label}
 
 
 class CandidateUnion(pt.Transformer):

@@ -189,15 +189,19 @@ class GenerativeRetriever(pt.Transformer):
                 "weights": getattr(self, "weights", None), **agg}
 
     def __repr__(self):
-        # every setting that changes a score where it is not the default, and a loaded model's weights
-        extra = f", aggregation={self.aggregation!r}" if self.aggregation else ""
-        if self.aggregation and (self.beta, self.gamma) != (BETA, GAMMA):
-            extra += f", beta={self.beta:g}, gamma={self.gamma:g}"
-        extra += f", max_source_tokens={self.max_source_tokens}" if self.max_source_tokens != 64 else ""
-        extra += f", label={self.label!r}" if self.label else ""
-        extra += f", weights={self.weights}" if getattr(self, "weights", None) else ""
-        return (f"GenerativeRetriever({self.backbone.name!r}, {len(self.ids)} books, num_results={self.num_results}, "
-                f"num_beams={self.num_beams}{extra})")
+        # the call that makes it (the backbone and the identifiers in memory shown as what they are), every
+        # setting that changes a score where it is not the default; a loaded model by its folder (label)
+        from pyterrier_tot._repr import Shown, code_repr
+
+        chapters = Shown(f"chapter-ids of {len(self.chapters)} books") if self.chapters else None
+        beams = None if self.num_beams == self.num_results else self.num_beams
+        weights = f", weights={self.weights}" if getattr(self, "weights", None) else ""
+        backbone = Shown(f"backbone {self.backbone.name!r}{weights}")
+        return code_repr(self, [backbone, Shown(f"ids of {len(self.ids)} books")], {
+            "num_results": self.num_results, "num_beams": beams,
+            "max_source_tokens": self.max_source_tokens, "chapters": chapters, "aggregation": self.aggregation,
+            "beta": self.beta if self.aggregation else BETA, "gamma": self.gamma if self.aggregation else GAMMA,
+            "shared_ids": self.shared_ids, "label": self.label})
 
 
 class GenerativeModel(ToTArtifact):

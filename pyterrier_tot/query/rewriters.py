@@ -34,9 +34,11 @@ class _LLMRewriter(pt.Transformer):
     label = ""
     one_line = False
 
-    def __init__(self, llm, prompt: str = None, prompt_dir: Union[str, Path, None] = None,
+    @keyword_settings
+    def __init__(self, llm, *, prompt: str = None, prompt_dir: Union[str, Path, None] = None,
                  max_query_chars: int = 6000):
         self.llm = llm
+        self.prompt_dir = prompt_dir
         self.prompt = load_prompt(prompt or self.prompt_name, prompt_dir)
         self.max_query_chars = int(max_query_chars)
         self.failures = 0
@@ -68,8 +70,19 @@ class _LLMRewriter(pt.Transformer):
         out["query"] = new
         return out
 
+    def _settings(self) -> dict:
+        # the prompt always shown (it says what the LLM is asked), the other settings where not the default
+        return {"prompt": self.prompt.name, "prompt_dir": self.prompt_dir, "max_query_chars": self.max_query_chars}
+
+    def settings(self) -> dict:
+        """What changes its queries (:mod:`pyterrier_tot._cache_key`): the LLM, the prompt and its version."""
+        from pyterrier_tot._cache_key import settings_of
+
+        return {"llm": settings_of(self.llm), **self._settings(), "prompt_dir": None,
+                "prompt_version": self.prompt.version}
+
     def __repr__(self):
-        return f"{type(self).__name__}({self.llm!r}, prompt={self.prompt.version!r})"
+        return code_repr(self, [self.llm], self._settings())
 
 
 class LLMQueryRewriter(_LLMRewriter):
@@ -85,17 +98,19 @@ class HyDE(_LLMRewriter):
     prompt_name = "hyde"
     label = "HyDE"
 
-    def __init__(self, llm, prompt: str = None, prompt_dir=None, combine: str = "replace", max_query_chars: int = 6000):
+    @keyword_settings
+    def __init__(self, llm, *, prompt: str = None, prompt_dir=None, combine: str = "replace",
+                 max_query_chars: int = 6000):
         if combine not in ("replace", "append"):
             raise ValueError(f"HyDE combine must be 'replace' or 'append', not {combine!r}")
-        super().__init__(llm, prompt, prompt_dir, max_query_chars)
+        super().__init__(llm, prompt=prompt, prompt_dir=prompt_dir, max_query_chars=max_query_chars)
         self.combine = combine
 
     def _combine(self, original: str, generated: str) -> str:
         return generated if self.combine == "replace" else f"{original}\n{generated}"
 
-    def __repr__(self):
-        return f"HyDE({self.llm!r}, prompt={self.prompt.version!r}, combine={self.combine!r})"
+    def _settings(self) -> dict:
+        return {**super()._settings(), "combine": self.combine}
 
 
 class ClueConcatenator(pt.Transformer):
