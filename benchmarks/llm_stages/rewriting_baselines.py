@@ -71,7 +71,7 @@ def main():
     for method, label in (("extractive", "E"), ("predictive", "P")):
         path = _common.results_dir() / f"clues_validation_{method}.jsonl"
         if path.exists():
-            clues = ClueLookup(load_clue_cache(path), method)(topics)
+            clues = ClueLookup(load_clue_cache(path), label=method)(topics)
             queries[f"{label}: concatenated {method} clues"] = ClueConcatenator()(clues)
     queries["rules: concatenated rule clues"] = ClueConcatenator()(RuleClueExtractor()(topics))
 

@@ -85,7 +85,7 @@ def clue_sets_for(val: pd.DataFrame) -> dict:
     for method in ("extractive", "predictive"):
         path = CLUES / f"clues_validation_{method}.jsonl"
         if path.exists():
-            sets[f"LLM {method}"] = ClueLookup(load_clue_cache(path), method)(val)
+            sets[f"LLM {method}"] = ClueLookup(load_clue_cache(path), label=method)(val)
     return sets
 
 

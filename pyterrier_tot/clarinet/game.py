@@ -23,6 +23,7 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
+from pyterrier_tot._repr import Shown, code_repr, keyword_settings
 from pyterrier_tot.clarinet.distribution import RetrievalDistribution
 from pyterrier_tot.clarinet.posterior import ExplicitPosterior, LanguagePosterior
 from pyterrier_tot.errors import BadInputError
@@ -53,7 +54,8 @@ class ClarificationGame(pt.Transformer):
     :class:`ExplicitPosterior`. ``index``: where the gold titles come from (default: the user's or the
     clarifier's), so that no question names the book."""
 
-    def __init__(self, retriever: pt.Transformer, clarifier, simulator, qrels: pd.DataFrame, turns: int = 3,
+    @keyword_settings
+    def __init__(self, retriever: pt.Transformer, clarifier, simulator, qrels: pd.DataFrame, *, turns: int = 3,
                  posterior: Union[LanguagePosterior, ExplicitPosterior, None] = None, k: int = 100,
                  temperature: float = 0.05, name: Optional[str] = None, verbose: bool = True, index=None):
         posterior = posterior if posterior is not None else LanguagePosterior()
@@ -61,6 +63,7 @@ class ClarificationGame(pt.Transformer):
         self.retriever, self.clarifier, self.simulator = retriever, clarifier, simulator
         self.posterior, self.turns, self.k = posterior, int(turns), int(k)
         self.distribution = RetrievalDistribution(k=k, temperature=temperature)
+        self._given_name, self._given_index = name, index
         rel = qrels[qrels["label"] > 0] if "label" in qrels.columns else qrels
         self.gold: Dict[str, str] = {}
         for q, d in zip(rel["qid"], rel["docno"]):
@@ -150,8 +153,13 @@ class ClarificationGame(pt.Transformer):
         return GameTurn(self, self.turns).transform(inp)
 
     def __repr__(self):
-        return (f"ClarificationGame({self.name!r}, turns={self.turns}, clarifier={self.clarifier!r}, "
-                f"posterior={self.posterior!r})")
+        # the qrels as what they are (a frame); the posterior always shown (it names the game)
+        return code_repr(self, [self.retriever, self.clarifier, self.simulator, Shown(f"qrels of {len(self.gold)} "
+                                                                                       "queries")],
+                         {"turns": self.turns, "posterior": self.posterior, "k": self.k,
+                          "temperature": self.distribution.temperature, "name": self._given_name,
+                          "index": self._given_index}, defaults={"turns": 3, "k": 100, "temperature": 0.05,
+                                                                 "name": None, "index": None})
 
 
 class GameTurn(pt.Transformer):

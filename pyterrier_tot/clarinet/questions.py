@@ -30,6 +30,7 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
+from pyterrier_tot._repr import Shown, code_repr, keyword_settings
 from pyterrier_tot._util import is_missing
 from pyterrier_tot.clarinet.cards import book_card  # lives in cards.py (likelihood needs it too); re-exported here
 from pyterrier_tot.clarinet.distribution import RetrievalDistribution, top_mass
@@ -108,7 +109,8 @@ def _unit(e) -> np.ndarray:
 class Clarifier(pt.Transformer):
     """Adds ``question``: the next clarification question of each query (see the module doc)."""
 
-    def __init__(self, llm=None, index=None, retriever: Optional[pt.Transformer] = None, pool_size: int = 20,
+    @keyword_settings
+    def __init__(self, llm=None, index=None, *, retriever: Optional[pt.Transformer] = None, pool_size: int = 20,
                  selection=None, k: int = 10, temperature: float = 0.05, mass: float = 0.5, max_candidates: int = 3,
                  max_regenerations: int = 1, min_pool: Optional[int] = None, query_chars: int = 1500,
                  description_chars: int = 300, answerer=None, encoder=None, pool=None,
@@ -138,6 +140,7 @@ class Clarifier(pt.Transformer):
         if getattr(self.selection, "needs_encoder", False) and encoder is None:
             raise ValueError(f"Clarifier: {self.selection!r} needs encoder= (texts -> embeddings, e.g. a "
                              "SentenceTransformer's encode)")
+        self.prompt_dir = prompt_dir
         self.prompt = load_prompt("clarinet_question", prompt_dir)
         self.examples = few_shot_questions(self.prompt)
         self.leaks = self.fallbacks = self.failures = self.copied = self.duplicates = 0
@@ -288,7 +291,18 @@ class Clarifier(pt.Transformer):
         return out
 
     def __repr__(self):
-        source = repr(self.llm) if self.llm is not None else (
-            f"pools for {len(self.pool)} queries" if isinstance(self.pool, dict) else f"pool of {len(self.pool)}")
-        return (f"Clarifier({source}, retriever={self.retriever!r}, pool_size={self.pool_size}, "
-                f"selection={self.selection!r})")
+        # the call that makes it, settings that are not the default by name (a question pool and an encoder as
+        # what they are)
+        pool = None if self.pool is None else Shown(f"pools for {len(self.pool)} queries" if isinstance(
+            self.pool, dict) else f"pool of {len(self.pool)} questions")
+        default_selection = type(self.selection) is RandomSelection and repr(self.selection) == repr(RandomSelection())
+        settings = {"retriever": self.retriever, "pool": pool, "pool_size": self.pool_size,
+                    "selection": None if default_selection else self.selection, "k": self.k,
+                    "temperature": self.distribution.temperature, "mass": self.mass,
+                    "max_candidates": self.max_candidates, "max_regenerations": self.max_regenerations,
+                    "min_pool": None if self.min_pool == max(1, self.pool_size // 2) else self.min_pool,
+                    "query_chars": self.query_chars, "description_chars": self.description_chars,
+                    "answerer": self.answerer, "encoder": None if self.encoder is None else Shown("encoder"),
+                    "pool_temperature": self.pool_temperature, "dedup": self.dedup, "prompt_dir": self.prompt_dir,
+                    "max_tokens": None if self.max_tokens == 24 * self.pool_size + 24 else self.max_tokens}
+        return code_repr(self, [self.llm] if self.index is None else [self.llm, self.index], settings)
