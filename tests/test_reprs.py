@@ -56,3 +56,45 @@ def test_settings_by_position_still_work_with_a_deprecation_warning(index):
         ptt.Normalise("rr", 10.0, rr_k=5.0)
     with pytest.raises(TypeError, match="at most"):
         ptt.DenseReranker(index, None, 1, 2, 3, 4, 5, 6, 7)
+
+
+def test_the_index_stages_print_as_the_index_call_that_makes_them(index):
+    """``index.bm25(k1=0.9)`` prints as ``BookIndex(...).bm25(fields=(...), k1=0.9)``: evaluated on that index, the
+    same stage; its cache key comes from its settings, so the repr never changes a key."""
+    from pyterrier_tot._cache_key import cache_key
+
+    bm25 = index.bm25(k1=0.9, num_results=50)
+    stages = [bm25, (bm25 % 3).compile(), index.bm25_scorer(unknown_docnos="nan"), index.text_loader(),
+              index.text_loader(["title", "year"], 20), index.text_loader(("title", "text"), 30, column="x")]
+    for stage in stages:
+        code = repr(stage)
+        assert code.startswith(repr(index) + "."), code
+        again = eval(code.replace(repr(index), "index"), {"index": index})  # noqa: S307 - the test's own reprs
+        assert repr(again) == code and cache_key(again) == cache_key(stage), code
+    assert repr(bm25).endswith(".bm25(fields=('title', 'author', 'text'), k1=0.9, num_results=50)")
+    assert cache_key(bm25) != cache_key(index.bm25(num_results=50))
+
+
+def test_llm_and_clarinet_stages_print_as_code(index):
+    from pyterrier_tot.clarinet.distribution import RetrievalDistribution
+    from pyterrier_tot.clarinet.posterior import LanguagePosterior
+    from pyterrier_tot.clarinet.questions import Clarifier
+    from pyterrier_tot.decomposition.learned_fuser import LearnedFuser
+
+    llm = ptt.LLM("stub", base_url="http://127.0.0.1:9/v1")
+    names = {"llm": llm, "index": index, "LLMQueryRewriter": ptt.LLMQueryRewriter, "HyDE": ptt.HyDE,
+             "RetrievalDistribution": RetrievalDistribution, "LanguagePosterior": LanguagePosterior,
+             "Clarifier": Clarifier, "LearnedFuser": LearnedFuser}
+    stages = [ptt.LLMQueryRewriter(llm), ptt.HyDE(llm, combine="append", max_query_chars=100),
+              RetrievalDistribution(k=3, temperature=1.0), LanguagePosterior(llm, combine="append"),
+              LanguagePosterior(answer_first=True), Clarifier(llm, index, pool_size=4, min_pool=1),
+              LearnedFuser(names=["bm25", "title"], params={"num_leaves": 7})]
+    for stage in stages:
+        code = repr(stage).replace(repr(llm), "llm").replace(repr(index), "index")
+        again = eval(code, names)  # noqa: S307 - the test's own reprs
+        assert type(again) is type(stage) and repr(again) == repr(stage), code
+    assert repr(ptt.HyDE(llm)) == f"HyDE({llm!r}, prompt='hyde')"  # the prompt always named
+    clues = ptt.ClueLookup(pd.DataFrame({"qid": ["1", "2"], "clue_title": ["x", None]}), label="llm")
+    assert repr(clues) == "ClueLookup(<clues of 2 queries>, label='llm')"  # a frame as what it is
+    with pytest.warns(DeprecationWarning, match="HyDE: pass prompt, prompt_dir, combine by keyword"):
+        assert repr(ptt.HyDE(llm, None, None, "append")) == repr(ptt.HyDE(llm, combine="append"))
