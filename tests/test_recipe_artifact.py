@@ -131,3 +131,18 @@ def test_a_package_round_trip_offline(saved, tmp_path, monkeypatch):
     assert isinstance(got, RecipeArtifact) and got.spec == RecipeArtifact(saved["with_index"].path).spec
     topics = ptt.get_dataset("reddit-tomt-books", sample=N).get_topics("validation").head(5)
     assert got(topics)[["qid", "docno"]].values.tolist() == saved["dp"](topics)[["qid", "docno"]].values.tolist()
+
+
+def test_the_guide_says_what_the_folder_holds_and_weighs(saved):
+    """The own-catalogue guide's save / load section named no part of the folder, no size, and not that without
+    the index the other machine needs the data set and encodes it again."""
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "own_catalogue.rst").read_text()
+    section = " ".join(guide[guide.index("Save a trained recipe"):].split())
+    for folder in (saved["plain"].path, saved["with_index"].path):
+        for part in Path(folder).iterdir():
+            assert f"``{part.name}{'/' if part.is_dir() else ''}``" in section, part.name
+    models = Path(saved["plain"].path) / "models"
+    size = sum(f.stat().st_size for f in models.rglob("*") if f.is_file()) / 1e6
+    assert abs(size - 92) < 3 and "a fine-tuned MiniLM is 92 MB" in section
+    assert "Without ``index=True`` the receiving machine needs the data set" in section
+    assert "builds the index again on first use" in section
