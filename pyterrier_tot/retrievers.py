@@ -60,12 +60,38 @@ def _made_by_repr(made_by, label: str, **current) -> str:
     return method_repr(owner, method, args, {**settings, **current})
 
 
+def _key_extra(made_by) -> dict:
+    """Settings that change a ranking but that the description (``label``) never held, where not the default: BM25's
+    stemmer, the characters of each book a dense index encodes. Defaults are left out, so a key made before stays."""
+    settings = made_by[3] if made_by is not None else {}
+    return {k: settings[k] for k, default in (("stemmer", "porter2"), ("max_chars", None))
+            if k in settings and settings[k] != default}
+
+
+class _MadeByEquality:
+    """Two stages one ``BookIndex`` made by the same call compare equal (and hash alike); one built by hand is
+    only equal to itself."""
+
+    def _made_identity(self):
+        if getattr(self, "made_by", None) is None:
+            return id(self)
+        return type(self), id(self.made_by[0]), repr(self)
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self is other or self._made_identity() == other._made_identity()
+
+    def __hash__(self):
+        return hash(self._made_identity())
+
+
 def check_docnos(inp: pd.DataFrame, known: pd.Index, who: str) -> None:
     """Raise :class:`UnknownDocnoError` naming the docnos of ``inp`` missing from ``known``."""
     unknown_docnos(inp, known, who, "raise")
 
 
-class SafeRetriever(pt.Transformer):
+class SafeRetriever(_MadeByEquality, pt.Transformer):
     """Wraps a retriever: validates queries (no empty ones, each qid once), optionally hands it safely tokenised
     text, restores the user's query text in the output, and warns (``NoResultsWarning``, counted in
     ``empty_results``) when a query finds nothing.
@@ -128,7 +154,7 @@ class SafeRetriever(pt.Transformer):
     def settings(self) -> dict:
         """What changes its ranking (:mod:`pyterrier_tot._cache_key`): the description the ``BookIndex`` method
         wrote from its arguments (model, fields, BM25's k1 and b, precision), never the repr, and the cut-off."""
-        return {"label": self.label, "num_results": self.num_results}
+        return {"label": self.label, "num_results": self.num_results, **_key_extra(self.made_by)}
 
     def __repr__(self):
         if self.made_by is not None:
@@ -141,7 +167,7 @@ class SafeRetriever(pt.Transformer):
         return {"retriever": self.retriever}
 
 
-class DenseRetriever(pt.Transformer):
+class DenseRetriever(_MadeByEquality, pt.Transformer):
     """Query encoder, then a FlexIndex retriever (numpy or faiss); the query vectors and FlexIndex docids are
     dropped from the output. ``fuse_rank_cutoff`` goes to the FlexIndex retriever; ``exact`` says its search is
     exhaustive (numpy, faiss flat), so a copy asked for fewer results returns exactly the top of the longer list
@@ -181,7 +207,8 @@ class DenseRetriever(pt.Transformer):
 
     def settings(self) -> dict:
         """What changes its ranking (:mod:`pyterrier_tot._cache_key`): the ``BookIndex`` method's description."""
-        return {"label": self.label, "num_results": getattr(self.retriever, "num_results", None)}
+        return {"label": self.label, "num_results": getattr(self.retriever, "num_results", None),
+                **_key_extra(self.made_by)}
 
     def __repr__(self):
         return _made_by_repr(self.made_by, self.label, num_results=self.num_results)
@@ -190,7 +217,7 @@ class DenseRetriever(pt.Transformer):
         return {"query_encoder": self.query_encoder, "retriever": self.retriever}
 
 
-class DenseScorer(pt.Transformer):
+class DenseScorer(_MadeByEquality, pt.Transformer):
     """Re-scores a result frame by cosine between the encoded query and the stored book vectors (no book is
     re-encoded). A docno the index does not hold raises :class:`UnknownDocnoError` naming it, or, with
     ``unknown_docnos="nan"``, scores NaN with an ``UnknownDocnoWarning``."""
@@ -252,7 +279,7 @@ class DenseScorer(pt.Transformer):
         return {"query_encoder": self.query_encoder, "scorer": self.scorer}
 
 
-class BM25Scorer(pt.Transformer):
+class BM25Scorer(_MadeByEquality, pt.Transformer):
     """Re-scores a result frame by BM25: each query's top ``depth`` books are retrieved once and joined onto its
     rows, so the frame keeps every row in its order (a scorer for ``>>``, ``**`` and ``+``). A book below the
     depth, or sharing no term with the query, scores 0.0: exact when ``depth`` covers the corpus (the default of
@@ -285,7 +312,7 @@ class BM25Scorer(pt.Transformer):
 
     def settings(self) -> dict:
         """What changes its scores (:mod:`pyterrier_tot._cache_key`): the ``BookIndex`` method's description."""
-        return {"label": self.label}
+        return {"label": self.label, **_key_extra(self.made_by)}
 
     def __repr__(self):
         if self.made_by is not None:
