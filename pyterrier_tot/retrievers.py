@@ -17,7 +17,7 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._repr import method_repr
+from pyterrier_tot._repr import SettingsEquality, method_repr
 from pyterrier_tot._util import empty_scored
 from pyterrier_tot.bars import quiet_native_output  # noqa: F401  (re-exported)
 from pyterrier_tot.corpus_frame import years
@@ -324,7 +324,7 @@ class BM25Scorer(_MadeByEquality, pt.Transformer):
         return {"retriever": self.retriever}
 
 
-class TextLoader(pt.Transformer):
+class TextLoader(SettingsEquality, pt.Transformer):
     """Adds the books of a result frame to it: ``fields`` joined by newlines (stripped, cut at ``max_chars``) into
     one ``column`` (``join=True``, the default: what the re-rankers read), or each of ``fields`` as its own column
     named after it (``join=False``: PyTerrier's text-loader convention; text fields as strings, ``""`` where a book

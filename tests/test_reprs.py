@@ -76,6 +76,7 @@ def test_the_index_stages_print_as_the_index_call_that_makes_them(index):
     # the same call on the same index is the same stage; another setting (the stemmer too) is another one
     assert index.bm25(k1=0.9, num_results=50) == bm25 and len({bm25, index.bm25(k1=0.9, num_results=50)}) == 1
     assert index.bm25() != bm25 and index.bm25_scorer() == index.bm25_scorer()
+    assert index.text_loader() == index.text_loader() != index.text_loader(max_chars=10)
     plain = index.bm25(stemmer="none")
     assert plain != index.bm25() and cache_key(plain) != cache_key(index.bm25()) and "stemmer='none'" in repr(plain)
 
