@@ -32,7 +32,7 @@ from pyterrier_tot.decomposition import (CLUE_FIELDS, CLUE_COLUMNS, YEAR_COLUMN,
 from pyterrier_tot.recipe import (train_biencoder, train_base_retriever, train_field_expert, load_clue_cache,
                                   tuning_split, fine_tuned_base, tuned_pipeline, TrainingSet, tuning_data,
                                   DensityPrior, book_density, TunedPipeline, RecipeArtifact, RecipePlan,
-                                  recipe_plan, training_free_pipeline)
+                                  recipe_plan, training_free_pipeline, train_request_encoder)
 from pyterrier_tot.covers import CoverRanker, CoverIndex, ClipModel, ClipCheckpoint, finetune_clip, CoverClipTrainer
 from pyterrier_tot.rerank import DenseReranker, ListwiseReranker, PointwiseLLMReranker
 from pyterrier_tot.submission.title_namer import TitleNamer
@@ -54,7 +54,7 @@ __all__ = [
     "ToTError", "ModelUnavailableError", "DatasetUnavailableError", "LLMConfigurationError", "LLMFailure",
     "TerrierUnavailableError", "CoverImageError", "BadInputError", "UnknownDocnoError",
     "BadInputTypeError", "LockTimeoutError", "NoResultsWarning", "UnknownDocnoWarning", "LLMUnavailableError",
-    "StreamedCorpusError", "CorruptArtifactError",
+    "StreamedCorpusError", "CorruptArtifactError", "FrozenCatalogueError",
     # data and indexes
     "get_dataset", "list_datasets", "own_catalogue", "OwnCatalogue", "example_catalogue",
     "Book", "BOOK_FIELDS", "parse_year", "BookIndex", "tokenise_query", "RayWorkers",
@@ -74,6 +74,7 @@ __all__ = [
     "CLUE_FIELDS", "CLUE_COLUMNS", "YEAR_COLUMN", "clue_column", "latest_possible_year", "ClueDecomposer",
     "RuleClueExtractor", "extract_clues", "FieldExpert", "base_expert", "DateExpert", "WeightedFuser", "FuserWeights",
     "train_biencoder", "train_base_retriever", "train_field_expert", "load_clue_cache", "decomposition_pipeline",
+    "train_request_encoder",
     "DecompositionPipeline", "CandidateUnion", "ClueLookup", "tuning_split", "fine_tuned_base", "tuned_pipeline",
     "tuning_data", "clues_na_as_none", "NoDatesWarning", "corpus_has_dates", "DensityPrior", "book_density",
     "TrainingSet", "TunedPipeline", "RecipeArtifact", "RecipePlan", "recipe_plan", "training_free_pipeline",
