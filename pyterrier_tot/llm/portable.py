@@ -9,8 +9,8 @@ copy's environment, so it is never written into the pickle.
 from __future__ import annotations
 
 import os
-import pickle
 import threading
+from multiprocessing.reduction import ForkingPickler
 from typing import Any, Dict
 
 from pyterrier_tot.errors import LLMConfigurationError
@@ -26,7 +26,7 @@ def llm_state(llm, env_key: str) -> Dict[str, Any]:
     key = llm._client.api_key
     state["_api_key"] = None if key in (os.environ.get(env_key), "no-key") else key
     try:
-        pickle.dumps(llm.health_check)
+        ForkingPickler.dumps(llm.health_check)  # only written here: nothing in the package reads a pickle
     except Exception:  # noqa: BLE001 - a local server's process handle stays with the process that started it
         state["health_check"] = None
     return state
