@@ -170,6 +170,7 @@ def _train(examples, vectors, record: dict, out: Path, book_model: str, params: 
     from sentence_transformers import InputExample, SentenceTransformer
 
     from pyterrier_tot.bars import quiet_loading
+    from pyterrier_tot.model_prompts import model_prompts
     from pyterrier_tot.models import device_label, resolve_model, training_device
 
     overwrite = _replaceable(out)
@@ -183,7 +184,7 @@ def _train(examples, vectors, record: dict, out: Path, book_model: str, params: 
     if params["trainable_layers"] is not None:
         n_layers = len(model[0].auto_model.encoder.layer)
         freeze_lower_layers(model, max(0, n_layers - int(params["trainable_layers"])))
-    prompt = (getattr(model, "prompts", None) or {}).get("query", "")  # e.g. nomic's "search_query: "
+    prompt = model_prompts(model)[0]  # e.g. nomic's "search_query: " (the books were encoded with their own)
     negatives = params["negatives"]
     if negatives == "catalogue":
         books, labels = vectors, [[r] for _, r, *_ in examples]
