@@ -147,18 +147,9 @@ def main() -> None:
         _common.write_results(f"{NAME}_cost", found, "\n".join(md))
         return
     default = training_cost.default_row(ds, index)
-    rows, adopted = [], None
-    for name in VARIANTS:
-        if args.what == "render" and not (WORK / f"{name}.json").is_file():
-            break
-        row = run_variant(name, ds, index)
-        row["passes"] = training_cost.passes(row, default)
-        rows.append(row)
-        print(f"{name}: tuning objective {row['tuning']['objective']} (default {default['tuning']['objective']}), "
-              f"R@5 {row['tuning']['R@5']} ({default['tuning']['R@5']}); passes: {row['passes']}", flush=True)
-        if row["passes"]:
-            adopted = name
-            break
+    rows, adopted = training_cost.cheapest_passing(
+        VARIANTS, lambda name: run_variant(name, ds, index), default,
+        lambda name: args.what != "render" or (WORK / f"{name}.json").is_file())
     payload = {"rule": next(p for p in __doc__.split("\n\n") if p.startswith("The rule")), "adopted": adopted,
                "default": {k: v for k, v in default.items() if k not in ("tuning", "validation")},
                "rows": rows, "machine": _common.machine()}

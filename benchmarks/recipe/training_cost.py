@@ -141,19 +141,26 @@ def main() -> None:
     ds = ptt.get_dataset("reddit-tomt-books")
     index = ptt.BookIndex(ds)
     default = default_row(ds, index)
-    rows, adopted = [], None
-    for name in PROFILES:
-        if args.what == "render" and not (WORK / f"{name}.json").is_file():
+    rows, adopted = cheapest_passing(PROFILES, lambda name: run_profile(name, ds, index), default,
+                                     lambda name: args.what != "render" or (WORK / f"{name}.json").is_file())
+    render(default, rows, adopted)
+
+
+def cheapest_passing(names, run, default: dict, ready=lambda name: True):
+    """(rows, the first name that passes the rule or None): ``run(name)`` for each of ``names`` in order (cheapest
+    first) while ``ready(name)``, stopping at the first that passes."""
+    rows = []
+    for name in names:
+        if not ready(name):
             break
-        row = run_profile(name, ds, index)
+        row = run(name)
         row["passes"] = passes(row, default)
         rows.append(row)
         print(f"{name}: tuning objective {row['tuning']['objective']} (default {default['tuning']['objective']}), "
               f"R@5 {row['tuning']['R@5']} ({default['tuning']['R@5']}); passes: {row['passes']}", flush=True)
         if row["passes"]:
-            adopted = name
-            break
-    render(default, rows, adopted)
+            return rows, name
+    return rows, None
 
 
 def render(default: dict, rows: list, adopted) -> None:
