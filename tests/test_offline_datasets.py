@@ -36,13 +36,13 @@ def empty_home(tmp_path, monkeypatch):
     reg = ir_datasets.registry._registered
     ours = lambda k: k.startswith("trec-tot") and not k.startswith("trec-tot/2025")  # noqa: E731
     saved = {k: reg.pop(k) for k in list(reg) if ours(k)}
-    ptt_registry._cached.cache_clear()
+    ptt_registry.forget_datasets()
     trec_tot._init()
     yield home
     for k in [k for k in reg if ours(k)]:
         del reg[k]
     reg.update(saved)
-    ptt_registry._cached.cache_clear()
+    ptt_registry.forget_datasets()
 
 
 @pytest.fixture
@@ -117,7 +117,10 @@ def test_cli_and_config_say_it_in_one_line(empty_home, no_network, tmp_path, cap
                  ["validate-run", str(run), "--config", str(config)], ["run", str(config)]):
         assert main(args) == 2, args
         captured = capsys.readouterr()
-        assert captured.out == "" and len(captured.err.strip().splitlines()) == 1, captured
+        # validate-run checks the run's format first (its one line on stdout), then says why the data set is not here
+        said = "" if args[0] == "run" else \
+            f"{run}: 1 result, 1 query, tag 'tag': OK (format only: topics and corpus not checked)\n"
+        assert captured.out == said and len(captured.err.strip().splitlines()) == 1, captured
         assert "DatasetUnavailable" not in captured.err and URL_2023 in captured.err
     assert no_network == {"connect": [], "requests": 0}
 
@@ -131,7 +134,8 @@ def test_the_command_offline_prints_one_line_and_exits_2(tmp_path):
     res = subprocess.run([sys.executable, "-m", "pyterrier_tot.submission.cli", "validate-run", str(run),
                           "--dataset", "trec-tot/2023/train"], capture_output=True, text=True, timeout=120, env=env,
                          cwd=tmp_path)
-    assert res.returncode == 2 and res.stdout == "", res.stderr[-3000:]
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert res.stdout == f"{run}: 1 result, 1 query, tag 'tag': OK (format only: topics and corpus not checked)\n"
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("pyterrier-tot validate-run: error: trec-tot/2023/train: ")
     assert "Traceback" not in res.stderr and "requests" not in res.stderr and time.monotonic() - t0 < 60
@@ -151,6 +155,6 @@ def test_whatsthatbook_unreachable_names_the_folders(tmp_path, monkeypatch, no_n
         WhatsThatBook()
     assert time.monotonic() - t0 < 5 and len(no_network["connect"]) == 1 and no_network["requests"] == 0
     assert str(tmp_path / "cache" / "whatsthatbook") in str(err.value)
-    ptt_registry._cached.cache_clear()
+    ptt_registry.forget_datasets()
     assert main(["validate-run", "x.run", "--dataset", "whatsthatbook"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1

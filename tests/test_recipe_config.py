@@ -66,7 +66,7 @@ def test_the_default_base_is_mpnet_and_never_falls_back(reddit, tmp_path, monkey
     monkeypatch.setattr(models, "_in_hf_cache", lambda name: False)     # whatever this machine has cached
     monkeypatch.setattr(models, "hub_reachable", lambda *a, **k: False)
     ds = ptt.get_dataset("reddit-tomt-books")
-    with pytest.raises(ModelUnavailableError, match="fetch_models"):
+    with pytest.raises(ModelUnavailableError, match="pyterrier-tot fetch mpnet"):
         ptt.tuned_pipeline(ds, verbose=False, k=3, expert_k=2)
     with pytest.warns(UserWarning, match=r"\['mpnet'\] are not trained and train=False"):
         found = recipe.fine_tuned_bases(ds, None, train=False, verbose=False)   # what tuned_pipeline(train=False) calls

@@ -109,7 +109,7 @@ def test_recipe_pipeline_ranks_to_depth(tmp_path, monkeypatch):
     topics = ds.get_topics("validation")
     shallow = recipe.tuned_pipeline(ds, index, fine_tuned=False, k=2, expert_k=1, verbose=False, depth=None)
     deep = recipe.tuned_pipeline(ds, index, fine_tuned=False, k=2, expert_k=1, verbose=False, depth=5)
-    assert deep.depth == 5 and deep.tail is not None and "depth 5" in repr(deep)
+    assert deep.depth == 5 and deep.tail is not None and "depth=5" in repr(deep)
     a, b = shallow(topics), deep(topics)
     assert (a.groupby("qid").size() < 5).all() and (b.groupby("qid").size() == 5).all()
     # the fused top k is unchanged: the first k rows of the deep ranking are the shallow ranking's

@@ -62,13 +62,13 @@ def irds_2025(tmp_path, monkeypatch):
     monkeypatch.setenv("IR_DATASETS_HOME", str(home))
     reg = ir_datasets.registry._registered
     saved = {k: reg.pop(k) for k in list(reg) if k.startswith("trec-tot/2025")}
-    ptt_registry._cached.cache_clear()
+    ptt_registry.forget_datasets()
     trec_tot_2025.register_dataset()
     yield home
     for k in [k for k in reg if k.startswith("trec-tot/2025")]:
         del reg[k]
     reg.update(saved)
-    ptt_registry._cached.cache_clear()
+    ptt_registry.forget_datasets()
 
 
 def test_installed_ir_datasets_knows_the_2025_ids():

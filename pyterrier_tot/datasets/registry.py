@@ -27,14 +27,39 @@ def list_datasets() -> List[str]:
     return sorted(_REGISTRY) + ["trec-tot-local/<folder>", "trec-tot/<year>/<split> (ir_datasets)"]
 
 
-@functools.lru_cache(maxsize=16)
+def _where() -> tuple:
+    """What a dataset's files are found through (the shared data folder, ir_datasets' home): a cached dataset is
+    the one of the folders in force, never one bound to a folder the environment has since moved away from."""
+    import os
+
+    from pyterrier_tot._util import shared_data_dir
+
+    return str(shared_data_dir()), os.environ.get("IR_DATASETS_HOME", "")
+
+
 def _cached(name: str) -> BookDataset:
+    return _cached_in(name, _where())
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_in(name: str, where: tuple) -> BookDataset:
     return _load(name)
 
 
-@functools.lru_cache(maxsize=16)
 def _cached_sample(name: str, n: int) -> SampledDataset:
-    return SampledDataset(_cached(name), n)
+    return _cached_sample_in(name, n, _where())
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_sample_in(name: str, n: int, where: tuple) -> SampledDataset:
+    return SampledDataset(_cached_in(name, where), n)
+
+
+def forget_datasets() -> None:
+    """Drop the datasets kept by name, so that the next :func:`get_dataset` loads them again (a test that
+    re-registers a data set's files, a process whose data moved within the same folders)."""
+    _cached_in.cache_clear()
+    _cached_sample_in.cache_clear()
 
 
 def _load(name: str, **kwargs) -> BookDataset:
