@@ -104,3 +104,12 @@ def test_llm_and_clarinet_stages_print_as_code(index):
     assert repr(clues) == "ClueLookup(<clues of 2 queries>, label='llm')"  # a frame as what it is
     with pytest.warns(DeprecationWarning, match="HyDE: pass prompt, prompt_dir, combine by keyword"):
         assert repr(ptt.HyDE(llm, None, None, "append")) == repr(ptt.HyDE(llm, combine="append"))
+
+
+def test_the_lucene_searcher_prints_as_code():
+    from pyterrier_tot.query.rm3 import LuceneSearcher
+
+    searcher = LuceneSearcher("/idx", k1=0.9, rm3=(10, 10, 0.5))
+    again = eval(repr(searcher), {"LuceneSearcher": LuceneSearcher})
+    assert repr(searcher) == "LuceneSearcher('/idx', k1=0.9, rm3=(10, 10, 0.5))" and repr(again) == repr(searcher)
+    assert repr(LuceneSearcher("/idx")) == "LuceneSearcher('/idx')"

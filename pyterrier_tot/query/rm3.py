@@ -344,9 +344,10 @@ class LuceneSearcher(pt.Transformer):
         return pd.DataFrame(rows, columns=[*inp.columns, "docno", "score", "rank"])
 
     def __repr__(self):
-        rm3 = "" if not self.rm3 else f", rm3={self.rm3}"
-        unique = ", unique_terms=True" if self.unique_terms else ""
-        return f"LuceneSearcher(k1={self.k1}, b={self.b}{rm3}{unique})"
+        from pyterrier_tot._repr import code_repr
+
+        return code_repr(self, [self.index_path], {"k1": self.k1, "b": self.b, "num_results": self.num_results,
+                                                   "rm3": self.rm3, "unique_terms": self.unique_terms})
 
 
 def lucene_bm25(books, k1: float = 1.2, b: float = 0.75, num_results: int = 1000, fields=("title", "text"),
