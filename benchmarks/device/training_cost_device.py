@@ -4,13 +4,13 @@ The default recipe's first call fine-tunes all-mpnet-base-v2 for 194 steps (two 
 ``max_seq_length`` 256, every layer trained): most of a cold call's hour on two CPU cores. This run trains the
 base under cheaper settings (shorter sequences, one epoch, the lower six layers frozen, and their combinations),
 each under three seeds, bf16 autocast as on a CPU with native bf16, and keeps every model's gold ranks on the
-tuning slice and on validation. ``benchmarks/recipe/training_cost.py`` measures the same settings' seconds per step
-on the CPU, applies the rule below and confirms the chosen setting through the whole recipe.
+tuning slice and on validation. ``benchmarks/recipe_rejected/training_cost.py`` measures the same settings' seconds
+per step on the CPU, applies the rule below and confirms the chosen setting through the whole recipe.
 
     python benchmarks/device/base_grid_device.py export .dev/kit                            # here: the data kit
     python benchmarks/device/rerank_device.py split MPNET_DIR .dev                          # here: upload chunks
     python3 benchmarks/device/training_cost_device.py run .dev/kit /tmp/base OUT       # there
-    python benchmarks/recipe/training_cost.py report OUT                               # here
+    python benchmarks/recipe_rejected/training_cost.py report OUT                               # here
 
 The rule, written before the run (a non-inferiority rule: a cheaper setting is adopted when it is not worse by
 more than the noise of one training run): every setting is scored on the tuning slice (300 training queries no

@@ -20,7 +20,8 @@ import time
 import warnings
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # study, benchmarks/
+_STUDY = Path(__file__).resolve().parent
+sys.path[:0] = [str(_STUDY), str(_STUDY.parent), str(_STUDY.parent / "recipe_rejected")]  # study, benchmarks/, rejected
 import _common  # noqa: E402  (sets HF_HUB_OFFLINE)
 import helper_bases  # noqa: E402
 import seed_ensemble  # noqa: E402

@@ -228,14 +228,14 @@ def _set_name(name: str) -> None:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bases", nargs="+", default=["minilm"],
-                    help="the committed recipe_depth.* is MiniLM's; mpnet's is --bases mpnet --name recipe_depth_mpnet")
+                    help="recipe_depth.* is MiniLM's; the default's is recipe_depth_mpnet.* (--now-only)")
     ap.add_argument("--train", action="store_true", help="train missing bases (mpnet: ~30 min fp32 on 2 cores)")
     ap.add_argument("--no-birco", action="store_true")
     ap.add_argument("--birco-bases", nargs="+", default=None,
                     help="the bases also run on BIRCO dev (default: all of --bases; mpnet encodes its corpus slowly)")
     ap.add_argument("--now-only", action="store_true",
                     help="only the base as BASE_SETTINGS trains it now (no 'before' base to train): the default's rows "
-                    "as a new user gets them, e.g. --bases mpnet --now-only --name recipe_depth_mpnet_now")
+                    "as a new user gets them (the default: --bases mpnet --train --now-only --name recipe_depth_mpnet)")
     ap.add_argument("--train-seed", type=int, default=None,
                     help="train the base(s) with this seed instead of the default 42 (helpers keep theirs): with "
                     "--now-only, how much one training run of the default moves its numbers")

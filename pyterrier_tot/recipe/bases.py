@@ -56,7 +56,8 @@ BASE_SETTINGS: Dict[str, dict] = {
     # base_grid_mpnet_gpu.md: lr 3e-5, epoch 2 of a 3-epoch schedule, chosen on the tuning slice over lrs 2e-5 /
     # 3e-5 / 5e-5 x epochs 1-3 and over lr 2e-5, 1 epoch (the setting before; tuning R@5 .677 against .640)
     "mpnet": {"lr": 3e-5, "epoch": 2, "schedule": 3, "amp": "auto", "precision": "fp32"},
-    # nomic-embed-text-v1.5 (fetch_models.py nomic): mpnet's protocol, not yet studied (benchmarks/recipe/nomic_base.py)
+    # nomic-embed-text-v1.5 (fetch_models.py nomic): mpnet's protocol, not yet studied
+    # (benchmarks/recipe_open/nomic_base.py)
     "nomic": {"lr": 3e-5, "epoch": 2, "schedule": 3, "amp": "auto", "precision": "fp32"},
 }
 #: MiniLM's earlier settings (one epoch at lr 2e-5): a model trained with them keeps its old folder name.
@@ -148,7 +149,7 @@ def fine_tuned_base(dataset, n: int = TUNING_QUERIES, tuning_seed: int = TUNING_
     32 with ``amp`` where bf16 is native, by CPU; its default is two epochs). On a GPU it trains there: 23 s on an
     H200. ``soup=N``: N runs (seeds ``seed`` to ``seed + N - 1``, each cached as a base of its own) averaged into
     one model (:mod:`~pyterrier_tot.recipe.soup`), N times the training and one model's cost to use; six
-    mpnet runs took 173 s on an H100 (``benchmarks/recipe/results/soup.md``)."""
+    mpnet runs took 173 s on an H100 (``benchmarks/recipe_rejected/results/soup.md``)."""
     from pyterrier_tot.recipe import expert_training
 
     cfg = base_settings(model, **settings)

@@ -1,7 +1,8 @@
 """A model soup: one fine-tuned model whose weights are the element-wise mean of several models fine-tuned from the
 same pretrained start (a "uniform soup", Wortsman et al., 2022). Runs that differ only in their seed end near one
 another in weight space, so their mean is a model of its own, as fast as one of them, that tends to rank better
-than the runs it averages (their seed-to-seed spread is large here: ``benchmarks/recipe/results/seed_ensemble.md``)::
+than the runs it averages (their seed-to-seed spread is large here:
+``benchmarks/recipe_rejected/results/seed_ensemble.md``)::
 
     from pyterrier_tot.recipe import soup
     path = soup.average_models([run_42, run_43, run_44], "soup-folder")

@@ -121,7 +121,7 @@ from pyterrier_tot.recipe.weights import (  # noqa: F401
 
 #: The base :func:`tuned_pipeline` fine-tunes when none is named: the one we recommend. On Reddit-TOMT validation its
 #: recipe (with its helper, :data:`~pyterrier_tot.recipe.bases.HELPERS`, and its density prior) has R@5 .712 /
-#: MRR .616 against MiniLM's .614 / .522 (``recipe_depth_mpnet_now.md``: bases trained as a new checkout trains
+#: MRR .616 against MiniLM's .614 / .522 (``recipe_depth_mpnet.md``: bases trained as a new checkout trains
 #: them; MiniLM: ``recipe_depth.md``). It costs more: a 420 MB model, two epochs of 28-64 minutes each on two CPU
 #: cores in fp32 (14-32 with native bf16; 23 s in all on an H200) against MiniLM's ~19 for both (which the default
 #: trains too, as its helper), and about 6x the encoding time. ``make demo`` passes ``base="minilm"`` and says so.
@@ -237,7 +237,7 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
     ``helper_settings``: overrides for the helpers' training (default their own :data:`BASE_SETTINGS`).
     ``density``: weigh the density prior of the base (:func:`~pyterrier_tot.recipe.density_prior.recipe_priors`:
     mpnet's) beside the experts; ``False`` leaves it out. ``normalise="zscore"``: the fuser on z-scores instead of
-    min-max, fitted under its own key (``benchmarks/recipe/results/fuser_normalisation.md``: offered, not the
+    min-max, fitted under its own key (``benchmarks/recipe_rejected/results/fuser_normalisation.md``: offered, not the
     default). The pipeline returned saves as one artifact (:meth:`TunedPipeline.save`)."""
     from pyterrier_tot.index import BookIndex
     from pyterrier_tot.recipe.artifact import TunedPipeline

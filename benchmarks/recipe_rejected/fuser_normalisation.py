@@ -12,8 +12,8 @@ replaces min-max in the default only if, refitted on the whole slice, it raises 
 default with p < .05 and is at or above the base alone at R@1/5/10/20/100/1000 and MRR. Validation and BIRCO dev
 (nothing fitted on BIRCO) are reported for every normalisation.
 
-    python benchmarks/recipe/fuser_normalisation.py            # about 25 minutes on two cores (the experts' scores)
-    python benchmarks/recipe/fuser_normalisation.py --render
+    python benchmarks/recipe_rejected/fuser_normalisation.py   # about 25 minutes on two cores (the experts' scores)
+    python benchmarks/recipe_rejected/fuser_normalisation.py --render
 """
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # study, benchmarks/
+_STUDY = Path(__file__).resolve().parent
+sys.path[:0] = [str(_STUDY), str(_STUDY.parent), str(_STUDY.parent / "recipe")]  # study, benchmarks/, recipe/
 
 import ir_measures
 import numpy as np

@@ -1,8 +1,8 @@
 """Training the requests against a catalogue encoded once: does the recipe keep its quality at a fraction of the cost?
 
-    python benchmarks/recipe/frozen_catalogue.py run       # trains each variant, cheapest first, until one passes
-    python benchmarks/recipe/frozen_catalogue.py cost      # seconds per step only: a pair step against a request step
-    python benchmarks/recipe/frozen_catalogue.py render    # results/frozen_catalogue.{json,md} from the runs kept
+    python benchmarks/recipe_open/frozen_catalogue.py run       # trains each variant, cheapest first, until one passes
+    python benchmarks/recipe_open/frozen_catalogue.py cost      # seconds per step: a pair step against a request step
+    python benchmarks/recipe_open/frozen_catalogue.py render    # results/frozen_catalogue.{json,md} from the runs kept
 
 The default recipe trains mpnet and its MiniLM helper on (request, book) pairs: every step encodes both sides and
 back-propagates through both, and each trained model encodes all 2,679 books again. Each variant here trains both
@@ -38,7 +38,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+_STUDY = Path(__file__).resolve().parent
+sys.path[:0] = [str(_STUDY), str(_STUDY.parent), str(_STUDY.parent / "recipe_rejected")]  # study, benchmarks/, rejected
 import _common  # noqa: E402
 import training_cost  # noqa: E402  (the same measures, splits, default row and margins)
 

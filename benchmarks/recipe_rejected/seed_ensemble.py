@@ -10,7 +10,7 @@ per query on this machine.
 
     python benchmarks/recipe/recipe_depth.py --bases mpnet --train --now-only --train-seed 43 \\
         --name recipe_depth_mpnet_seed43        # trains the second base (~50 min on 2 bf16-native cores)
-    python benchmarks/recipe/seed_ensemble.py [--seed 43] [--render]
+    python benchmarks/recipe_rejected/seed_ensemble.py [--seed 43] [--render]
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ import time
 import warnings
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # study, benchmarks/
+_STUDY = Path(__file__).resolve().parent
+sys.path[:0] = [str(_STUDY), str(_STUDY.parent), str(_STUDY.parent / "recipe")]  # study, benchmarks/, recipe/
 import _common  # noqa: E402  (sets HF_HUB_OFFLINE)
 import recipe_depth  # noqa: E402
 
@@ -96,7 +97,8 @@ def markdown(p: dict) -> str:
     lines += ["", "## Training records", "", "| model | seed | steps | seconds | bf16 |", "|---|---|---|---|---|"]
     lines += [f"| {m} | {t.get('seed')} | {t.get('steps')} | {t.get('seconds')} | {bool(t.get('amp'))} |"
               for m, t in p["training"].items()]
-    lines += ["", f"Total {p['seconds']} s. Re-render: `python benchmarks/recipe/seed_ensemble.py --render`.", ""]
+    lines += ["", f"Total {p['seconds']} s. Re-render: `python benchmarks/recipe_rejected/seed_ensemble.py --render`.",
+              ""]
     return "\n".join(lines)
 
 

@@ -14,7 +14,7 @@ Candidates, each scoring the default recipe's candidates with the fine-tuned mpn
   the slice), by the fine-tuned mpnet / the zero-shot MiniLM, counted only by how far it exceeds the query's
   95th-percentile similarity to all solved requests (a near-duplicate request, not a popular book).
 
-    python benchmarks/recipe/query_signals.py [--splits 30] [--render]
+    python benchmarks/recipe_rejected/query_signals.py [--splits 30] [--render]
 
 The first row (the default recipe: mpnet, its MiniLM helper and the rule-clue experts) is the same-run baseline.
 Needs the tuning features of ``helper_bases.py`` (computed there when missing).
@@ -26,7 +26,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # study, benchmarks/
+_STUDY = Path(__file__).resolve().parent
+sys.path[:0] = [str(_STUDY), str(_STUDY.parent), str(_STUDY.parent / "recipe")]  # study, benchmarks/, recipe/
 import _common  # noqa: E402  (sets HF_HUB_OFFLINE)
 import helper_bases  # noqa: E402
 import numpy as np  # noqa: E402
@@ -159,7 +160,7 @@ def markdown(p) -> str:
         f"{p['percentile']}th-percentile similarity to all of them. One run; the first row is the baseline.", "",
         *helper_bases.halves_sections(p),
         f"Total {p['seconds']} s ({p['seconds_parts']}). "
-        "Re-render: `python benchmarks/recipe/query_signals.py --render`.",
+        "Re-render: `python benchmarks/recipe_rejected/query_signals.py --render`.",
         *([f"Note: {p['note']}"] if p.get("note") else []), ""])
 
 

@@ -13,7 +13,7 @@ base alone finds more of them in its top 200 (both measured in ``tail_order.py``
 2. Every variant as ``tuned_pipeline(ds, k=...)`` builds it (weights fitted on the whole slice, 1000 deep) on
    validation, with paired t-tests against the default: reported, not used for the choice.
 
-    python benchmarks/recipe/candidate_depth.py [--splits 20] [--render]
+    python benchmarks/recipe_rejected/candidate_depth.py [--splits 20] [--render]
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # study, benchmarks/
+_STUDY = Path(__file__).resolve().parent
+sys.path[:0] = [str(_STUDY), str(_STUDY.parent), str(_STUDY.parent / "recipe")]  # study, benchmarks/, recipe/
 import _common  # noqa: E402  (sets HF_HUB_OFFLINE)
 import helper_bases  # noqa: E402
 import numpy as np  # noqa: E402
@@ -160,7 +161,7 @@ def markdown(p: dict) -> str:
         "Each variant as `tuned_pipeline(ds, k=k, expert_k=expert_k)` builds it (weights fitted on the whole "
         "slice, 1000 deep); p: paired t-test against the default. s/query: two CPU cores.", "",
         _common.md_table(val.rename(columns={"RR": "MRR"})), "",
-        f"Total {p['seconds']:.0f} s. Re-render: `python benchmarks/recipe/candidate_depth.py --render`.", ""])
+        f"Total {p['seconds']:.0f} s. Re-render: `python benchmarks/recipe_rejected/candidate_depth.py --render`.", ""])
 
 
 def main():

@@ -2,8 +2,8 @@
 ``benchmarks/device/soup_device.py`` (fetched into ``benchmarks/.work/soup_device``) and the recipe on the soup
 (``recipe_depth.py --bases mpnet --now-only --soup 6 --fp32 --name recipe_depth_mpnet_soup6``).
 
-    python benchmarks/recipe/soup.py            # results/soup.{json,md}
-    python benchmarks/recipe/soup.py --render   # the markdown again from the committed JSON
+    python benchmarks/recipe_rejected/soup.py            # results/soup.{json,md}
+    python benchmarks/recipe_rejected/soup.py --render   # the markdown again from the committed JSON
 
 Every model's scores against all 2,679 books came back from the GPU machine (fp16); ranks here break ties as
 trec_eval does (docno, descending). Seeds, soups and seed ensembles (the mean of the seeds' cosines: N models'
@@ -92,7 +92,7 @@ def _recipe_rows() -> dict:
     """The default recipe on the soup (same-run BM25 and base rows) and, from its own run, on the seed-42 base."""
     rows: dict = {}
     for name, label in (("recipe_depth_mpnet_soup6", "soup of 6 runs (GPU, fp32)"),
-                        ("recipe_depth_mpnet_now", "seed 42 (CPU, bf16; its own run)")):
+                        ("recipe_depth_mpnet", "seed 42 (CPU, bf16; its own run)")):
         p = json.loads((_common.results_dir() / f"{name}.json").read_text())
         for split in ("results", "birco"):
             for key, r in (p.get(split) or {}).items():
@@ -131,7 +131,7 @@ def markdown(p: dict) -> str:
                 if c in df]
         md += [f"## The default recipe on the soup: {names[split]}", "",
                "From `recipe_depth_mpnet_soup6.json` (the soup as `train_settings={'soup': 6, 'amp': False}` "
-               "gives it; same-run BM25 and base rows) beside `recipe_depth_mpnet_now.json` (the default on the "
+               "gives it; same-run BM25 and base rows) beside `recipe_depth_mpnet.json` (the default on the "
                "seed-42 base, its own run).", "", _common.md_table(df[keep]), ""]
     if p.get("verdict"):
         md += ["## Verdict", "", p["verdict"], ""]

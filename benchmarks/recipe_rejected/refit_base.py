@@ -15,8 +15,8 @@ validation, one yes/no question, with the rule fixed before the run: the refit b
 validation, it raises R@5 and MRR over the default recipe with p < .05 (paired t-test) and the refitted recipe is
 nowhere below its own base; otherwise it is reported and offered, not made the default.
 
-    python benchmarks/recipe/refit_base.py [--helper] [--train]    # training: ~55 min mpnet (bf16), ~20 min MiniLM
-    python benchmarks/recipe/refit_base.py --render
+    python benchmarks/recipe_rejected/refit_base.py [--helper] [--train]  # training ~55 min (mpnet, bf16), ~20 (MiniLM)
+    python benchmarks/recipe_rejected/refit_base.py --render
 """
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ import time
 import warnings
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # study, benchmarks/
+_STUDY = Path(__file__).resolve().parent
+sys.path[:0] = [str(_STUDY), str(_STUDY.parent), str(_STUDY.parent / "recipe")]  # study, benchmarks/, recipe/
 
 import pandas as pd
 from _common import WORK, cached_run, md_table, parse_or_render, write_results
@@ -142,7 +143,7 @@ def markdown(p: dict) -> str:
               f"{bool(t.get('amp'))} (native bf16 on this machine: {p['native_bf16']})"
               + (f"; of the refitted MiniLM helper: {h.get('steps')} steps, {h.get('seconds')} s." if h else "."),
               f"Total {p['seconds']:.0f} s on two CPU cores. "
-              "Re-render: `python benchmarks/recipe/refit_base.py --render`.",
+              "Re-render: `python benchmarks/recipe_rejected/refit_base.py --render`.",
               ""]
     return "\n".join(lines)
 

@@ -1,7 +1,7 @@
 """What the default recipe's training costs against what it buys: cheaper training settings, tested cheapest first.
 
-    python benchmarks/recipe/training_cost.py run       # trains each profile until one passes (tens of minutes each)
-    python benchmarks/recipe/training_cost.py render    # results/training_cost.{json,md} from the runs kept
+    python benchmarks/recipe_rejected/training_cost.py run     # each profile until one passes (tens of minutes each)
+    python benchmarks/recipe_rejected/training_cost.py render  # results/training_cost.{json,md} from the runs kept
 
 A cold ``tuned_pipeline(ds)`` trains the mpnet base (194 steps at ``max_seq_length`` 256, every layer) and its
 MiniLM helper (194 steps): about an hour on two CPU cores, most of the first call. The training requests are long

@@ -12,8 +12,8 @@ base, for ``k`` in 3 / 5 / 10 / 20 and ``beta`` in .1 / .3 / .5 / 1:
 Rule fixed before the run (``tail_order.py``'s): a PRF tail replaces the base's own only if, on the tuning slice, it
 is at or above it at every R@k from 200 to 1000 and above it at R@1000. Validation is reported, never used.
 
-    python benchmarks/recipe/dense_prf.py          # about 6 minutes on two cores (the queries are encoded once a split)
-    python benchmarks/recipe/dense_prf.py --render
+    python benchmarks/recipe_rejected/dense_prf.py   # about 6 minutes on two cores (the queries encoded once a split)
+    python benchmarks/recipe_rejected/dense_prf.py --render
 """
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ This benchmark measures, on the tuning slice (where a choice would be made) and 
 Rule fixed before the run: a tail replaces the base's own only if, on the tuning slice, it is at or above it at
 every R@k from 200 to 1000 and above it at R@1000.
 
-    python benchmarks/recipe/tail_order.py            # about 8 minutes on two cores
-    python benchmarks/recipe/tail_order.py --render
+    python benchmarks/recipe_rejected/tail_order.py            # about 8 minutes on two cores
+    python benchmarks/recipe_rejected/tail_order.py --render
 """
 from __future__ import annotations
 

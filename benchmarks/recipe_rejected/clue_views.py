@@ -12,8 +12,8 @@ held-out objective is chosen (the default unless another is higher). The chosen 
 refitted on the whole slice, it raises validation R@5 and MRR over the default with p < .05 and is at or above the
 base alone at R@1/5/10/20/100/1000 and MRR. Validation and BIRCO dev (nothing fitted there) are reported for all.
 
-    python benchmarks/recipe/clue_views.py            # about 10 minutes on two cores
-    python benchmarks/recipe/clue_views.py --render
+    python benchmarks/recipe_rejected/clue_views.py            # about 10 minutes on two cores
+    python benchmarks/recipe_rejected/clue_views.py --render
 """
 from __future__ import annotations
 

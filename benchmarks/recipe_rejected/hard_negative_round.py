@@ -1,7 +1,7 @@
 """Issue 31.3: a second training round for a base, on hard negatives mined by that base itself (and BM25), chosen
 on the tuning slice against the base it continues from, and evaluated once on validation (same run).
 
-    python benchmarks/recipe/hard_negative_round.py --model minilm --rounds 1 --miners bm25 base
+    python benchmarks/recipe_rejected/hard_negative_round.py --model minilm --rounds 1 --miners bm25 base
 
 Round 0 is the base of the recipe (``bases.fine_tuned_base``, in-batch negatives only). Round ``r`` continues
 from round ``r - 1`` for one epoch on (query, gold book, ``--negatives`` mined books) examples, the negatives
