@@ -106,12 +106,42 @@ class Evaluator:
         return out
 
 
-def measures(ranks: dict) -> dict:
-    """R@k and MRR (over queries with a relevant book) from gold ranks, as ir_measures computes them."""
-    rows = [r for r in ranks.values() if r]
-    out = {f"R@{k}": sum(sum(1 for x in r if 0 < x <= k) / len(r) for r in rows) / len(rows) for k in CUTS}
-    out["MRR"] = sum(1 / min(x for x in r if x) if any(r) else 0 for r in rows) / len(rows)
-    return {k: round(v, 4) for k, v in out.items()}
+def gold_run(ranks: dict) -> tuple:
+    """The qrels and run that gold ranks stand for, in ir_measures' terms: each query's relevant books at the ranks
+    the model gave them (a book it did not retrieve is left out) and a placeholder book at every other rank down to
+    the deepest of them, so ir_measures finds each relevant book where the model put it. A query none of whose books
+    was retrieved keeps one placeholder, so it counts (as 0) rather than dropping out. Queries without a relevant
+    book are left out."""
+    import ir_measures
+
+    qrels, run = [], []
+    for q, r in ranks.items():
+        if not r:
+            continue
+        at = {x: f"gold{i}" for i, x in enumerate(r) if x}
+        qrels += [ir_measures.Qrel(q, f"gold{i}", 1) for i in range(len(r))]
+        run += [ir_measures.ScoredDoc(q, at.get(n, f"other{n}"), float(-n)) for n in range(1, max(max(r), 1) + 1)]
+    return qrels, run
+
+
+def per_query(ranks: dict, cuts=CUTS) -> dict:
+    """qid -> {"R@k": ..., "RR": ...} of the queries with a relevant book, by ir_measures over :func:`gold_run`, in
+    the order of ``ranks``."""
+    import ir_measures
+    from ir_measures import RR, R
+
+    got: dict = {}
+    for m in ir_measures.iter_calc([*(R @ k for k in cuts), RR], *gold_run(ranks)):
+        got.setdefault(m.query_id, {})[str(m.measure)] = m.value
+    return {q: got[q] for q, r in ranks.items() if r}
+
+
+def measures(ranks: dict, cuts=CUTS, digits=4) -> dict:
+    """R@k and MRR averaged over the queries with a relevant book (:func:`per_query`), rounded to ``digits``."""
+    rows = list(per_query(ranks, cuts).values())
+    out = {f"R@{k}": sum(v[f"R@{k}"] for v in rows) / len(rows) for k in cuts}
+    out["MRR"] = sum(v["RR"] for v in rows) / len(rows)
+    return {k: round(v, digits) if digits is not None else v for k, v in out.items()}
 
 
 def setup(kit: Path, dry: bool = False):
@@ -334,9 +364,8 @@ def report(out: Path) -> None:
     _common = _here()
     res = json.loads((out / "grid_results.json").read_text())
 
-    def per_query(ranks: dict, k) -> list:
-        return [(1 / min(x for x in r if x) if any(r) else 0.0) if k == "MRR" else
-                sum(1 for x in r if 0 < x <= k) / len(r) for q, r in sorted(ranks.items()) if r]
+    def values(ranks: dict, k) -> list:  # one measure per query, queries in qid order
+        return [v["RR" if k == "MRR" else f"R@{k}"] for _, v in sorted(per_query(ranks).items())]
 
     tables = {}
     for split in ("tuning", "validation"):
@@ -344,7 +373,7 @@ def report(out: Path) -> None:
         for key, m in res["models"].items():
             row = {"model": key, **measures(m[split]), "train_s": m.get("seconds")}
             for k, name in ((5, "R@5"), ("MRR", "MRR")):
-                a, b = per_query(m[split], k), per_query(res["models"]["current"][split], k)
+                a, b = values(m[split], k), values(res["models"]["current"][split], k)
                 row[f"p {name}"] = round(float(ttest_rel(a, b).pvalue), 4) if key != "current" and a != b else None
             rows.append(row)
         tables[split] = pd.DataFrame(rows)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # study, benchmarks/
 from base_grid_device import CUTS, _library, measures, setup  # noqa: E402
+from base_grid_device import per_query as gold_per_query  # noqa: E402
 
 #: (name, batch size, lr, schedule epochs), in the order they run (a run cut by its budget keeps the first ones)
 SETTINGS = (("b16-lr3e-05", 16, 3e-5, 3), ("b64-lr5e-05", 64, 5e-5, 4), ("b64-lr1e-04", 64, 1e-4, 4),
@@ -141,14 +142,9 @@ def gold_ranks(ev, model) -> dict:
 
 
 def per_query(ranks: dict) -> dict:
-    """qid -> {measure: value} for one model (queries with a relevant book), as :func:`measures` averages them."""
-    out = {}
-    for q, r in ranks.items():
-        if r:
-            row = {f"R@{k}": sum(1 for x in r if 0 < x <= k) / len(r) for k in CUTS}
-            row["MRR"] = 1 / min(x for x in r if x) if any(r) else 0.0
-            out[q] = row
-    return out
+    """qid -> {measure: value} for one model (queries with a relevant book, by ir_measures), as :func:`measures`
+    averages them."""
+    return {q: {("MRR" if k == "RR" else k): v for k, v in row.items()} for q, row in gold_per_query(ranks).items()}
 
 
 def summarise(res: dict) -> dict:

@@ -156,11 +156,11 @@ def gold_ranks(run, qrels: list) -> dict:
 
 
 def floor_measures(ranks: dict) -> dict:
-    rows = [r for r in ranks.values() if r]
-    out = {f"R@{k}": sum(sum(1 for x in r if 0 < x <= k) / len(r) for r in rows) / len(rows)
-           for k in (1, 2, 3, 5, 10, 20, 30, 50, 100)}
-    out["RR"] = sum(1 / min(x for x in r if x) if any(r) else 0 for r in rows) / len(rows)
-    return out
+    """The recipe's floor measures (R@1..R@100, RR) from gold ranks, by ir_measures, unrounded."""
+    from base_grid_device import measures
+
+    out = measures(ranks, cuts=(1, 2, 3, 5, 10, 20, 30, 50, 100), digits=None)
+    return {("RR" if k == "MRR" else k): v for k, v in out.items()}
 
 
 def choose(table: list) -> dict:
