@@ -156,6 +156,36 @@ def trailer(seconds: float, script: str) -> str:
     return f"{seconds:.0f} s on two CPU cores. Re-render: `python {script_path(where)} --render`."
 
 
+def gold_run(ranks: dict) -> tuple:
+    """The qrels and run that gold ranks stand for (``ranks``: qid -> the 1-based ranks a system gave the query's
+    relevant books, 0 where it did not retrieve one), in ir_measures' terms: each relevant book at its rank and a
+    placeholder book at every other rank down to the deepest, so ir_measures finds each relevant book where the system
+    put it. A query none of whose books was retrieved keeps one placeholder, so it counts (as 0) rather than dropping
+    out; a query without a relevant book is left out."""
+    import ir_measures
+
+    qrels, run = [], []
+    for q, r in ranks.items():
+        if not r:
+            continue
+        at = {x: f"gold{i}" for i, x in enumerate(r) if x}
+        qrels += [ir_measures.Qrel(q, f"gold{i}", 1) for i in range(len(r))]
+        run += [ir_measures.ScoredDoc(q, at.get(n, f"other{n}"), float(-n)) for n in range(1, max(max(r), 1) + 1)]
+    return qrels, run
+
+
+def gold_rank_measures(ranks: dict, cuts) -> dict:
+    """qid -> {"R@k": ..., "RR": ...} for ``k`` in ``cuts``, by ir_measures over :func:`gold_run`, for the queries
+    with a relevant book, in the order of ``ranks``."""
+    import ir_measures
+    from ir_measures import RR, R
+
+    got: dict = {}
+    for m in ir_measures.iter_calc([*(R @ k for k in cuts), RR], *gold_run(ranks)):
+        got.setdefault(m.query_id, {})[str(m.measure)] = m.value
+    return {q: got[q] for q, r in ranks.items() if r}
+
+
 def md_table(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:
     cols = list(df.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]

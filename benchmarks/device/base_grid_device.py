@@ -15,7 +15,8 @@ recipe's index joins them, fp32, the model's own ``max_seq_length``; not ``BookI
 with the gold books' ranks kept per query, so ``report`` computes every measure and paired test here. The training is
 fp32 with torch's default matmul precision (no TF32). Hard-negative rounds train at ``train_biencoder``'s default lr
 (2e-5), as ``hard_negatives.fine_tuned_hard`` does. ``run`` imports only the modules the training loop needs (not the
-package's ``__init__``), so the machine needs ``pyterrier`` importable (wheels) but not pyterrier-dr, PISA or faiss.
+package's ``__init__``), so the machine needs ``pyterrier`` importable (wheels; with it ir_measures, which scores the
+gold ranks) but not pyterrier-dr, PISA or faiss.
 """
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ from pathlib import Path
 from typing import List
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (benchmarks/device/ is two down)
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _common import gold_rank_measures  # noqa: E402  (ir_measures over gold ranks)
+
 LRS, EPOCHS = (2e-5, 3e-5, 5e-5), 3
 CURRENT = {"lr": 2e-5, "epoch": 1, "schedule": 1}
 HN_ROUNDS, HN_NEGATIVES, HN_DEPTH = 2, 2, 30
@@ -106,34 +110,10 @@ class Evaluator:
         return out
 
 
-def gold_run(ranks: dict) -> tuple:
-    """The qrels and run that gold ranks stand for, in ir_measures' terms: each query's relevant books at the ranks
-    the model gave them (a book it did not retrieve is left out) and a placeholder book at every other rank down to
-    the deepest of them, so ir_measures finds each relevant book where the model put it. A query none of whose books
-    was retrieved keeps one placeholder, so it counts (as 0) rather than dropping out. Queries without a relevant
-    book are left out."""
-    import ir_measures
-
-    qrels, run = [], []
-    for q, r in ranks.items():
-        if not r:
-            continue
-        at = {x: f"gold{i}" for i, x in enumerate(r) if x}
-        qrels += [ir_measures.Qrel(q, f"gold{i}", 1) for i in range(len(r))]
-        run += [ir_measures.ScoredDoc(q, at.get(n, f"other{n}"), float(-n)) for n in range(1, max(max(r), 1) + 1)]
-    return qrels, run
-
-
 def per_query(ranks: dict, cuts=CUTS) -> dict:
-    """qid -> {"R@k": ..., "RR": ...} of the queries with a relevant book, by ir_measures over :func:`gold_run`, in
-    the order of ``ranks``."""
-    import ir_measures
-    from ir_measures import RR, R
-
-    got: dict = {}
-    for m in ir_measures.iter_calc([*(R @ k for k in cuts), RR], *gold_run(ranks)):
-        got.setdefault(m.query_id, {})[str(m.measure)] = m.value
-    return {q: got[q] for q, r in ranks.items() if r}
+    """qid -> {"R@k": ..., "RR": ...} of the queries with a relevant book, by ir_measures
+    (``_common.gold_rank_measures``)."""
+    return gold_rank_measures(ranks, cuts)
 
 
 def measures(ranks: dict, cuts=CUTS, digits=4) -> dict:

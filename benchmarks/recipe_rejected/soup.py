@@ -31,14 +31,15 @@ COLS = [*(f"R@{k}" for k in CUTS), "MRR"]
 
 
 def _per_query(scores: np.ndarray, rows, qids, gold, docnos) -> np.ndarray:
-    """queries x (R@k..., RR): the gold books' ranks with ties broken by docno, descending (trec_eval's order)."""
+    """queries x (R@k..., RR) by ir_measures, from the gold books' ranks among all books (ties broken by docno,
+    descending: trec_eval's order)."""
     order = np.argsort(np.argsort(np.array(docnos)))  # a docno's position in sorted order
-    out = []
+    ranks = {}
     for i in rows:
         s = scores[i].astype(np.float32)
-        ranks = [int((s > s[j]).sum() + ((s == s[j]) & (order > order[j])).sum() + 1) for j in gold[qids[i]]]
-        out.append([np.mean([r <= k for r in ranks]) for k in CUTS] + [1 / min(ranks)])
-    return np.array(out)
+        ranks[str(i)] = [int((s > s[j]).sum() + ((s == s[j]) & (order > order[j])).sum() + 1) for j in gold[qids[i]]]
+    got = _common.gold_rank_measures(ranks, CUTS)
+    return np.array([[got[str(i)][f"R@{k}"] for k in CUTS] + [got[str(i)]["RR"]] for i in rows])
 
 
 def measure() -> dict:
