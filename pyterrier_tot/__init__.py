@@ -1,10 +1,14 @@
 """pyterrier_tot: tip-of-the-tongue known-item retrieval stages for PyTerrier.
 
-Families live in subpackages (``datasets``, ``query``, ``llm``, ``decomposition``, ``recipe``, ``covers``,
-``rerank``, ``generative``, ``clarinet``, ``submission``);
-every public name is re-exported here, so ``import pyterrier_tot as ptt; ptt.HedgeRemover()`` works.
+The core lives in ``index`` (the book index) and ``models`` (encoders), the families in subpackages (``datasets``,
+``query``, ``llm``, ``decomposition``, ``recipe``, ``covers``, ``rerank``, ``generative``, ``clarinet``,
+``submission``); every public name is re-exported here, so ``import pyterrier_tot as ptt; ptt.HedgeRemover()`` works.
 """
 __version__ = "0.2.0"
+
+from pyterrier_tot import _compat
+
+_compat.register_old_paths()  # module paths of earlier versions (pyterrier_tot.retrieval, pyterrier_tot.bars, ...)
 
 from pyterrier_tot.errors import (ToTError, ModelUnavailableError, DatasetUnavailableError, LLMConfigurationError,
                                   LLMFailure, TerrierUnavailableError, CoverImageError, BadInputError,
@@ -12,13 +16,12 @@ from pyterrier_tot.errors import (ToTError, ModelUnavailableError, DatasetUnavai
                                   UnknownDocnoWarning, LLMUnavailableError,
                                   StreamedCorpusError, CorruptArtifactError, FrozenCatalogueError)
 from pyterrier_tot.normalise import Normalise, normalise_scores, linear_fusion, LinearFusion
-from pyterrier_tot.bars import set_progress, progress, progress_enabled
+from pyterrier_tot.console import set_progress, progress, progress_enabled
 from pyterrier_tot.datasets import get_dataset, list_datasets, own_catalogue, OwnCatalogue, example_catalogue
 from pyterrier_tot.datasets.books import Book, BOOK_FIELDS, parse_year
-from pyterrier_tot.index import BookIndex, tokenise_query
-from pyterrier_tot.ray_encoding import RayWorkers
+from pyterrier_tot.index import (BookIndex, tokenise_query, RayWorkers, SafeRetriever, DenseRetriever, DenseScorer,
+                                 BM25Scorer, TextLoader)
 from pyterrier_tot.models import resolve_model, load_biencoder, BiEncoderModel
-from pyterrier_tot.retrievers import SafeRetriever, DenseRetriever, DenseScorer, BM25Scorer, TextLoader
 from pyterrier_tot.evaluation import (TOT_MEASURES, SHORT_MEASURES, CURVE_MEASURES, tot_experiment, recall_curves,
                                       plot_recall_at_k, write_trec_run, read_trec_run, parse_measures)
 from pyterrier_tot.query import (HedgeRemover, hedge_statistics, NegationPenalty, LLMQueryRewriter, HyDE,
@@ -96,3 +99,5 @@ __all__ = [
     "validate_run", "check_run", "RunFileError", "RunReport", "RunFailure", "load_config", "ConfigError",
     "example_config",
 ]
+
+_compat.register_old_paths()  # and onto the subpackages imported above (pyterrier_tot.decomposition.recipe, ...)

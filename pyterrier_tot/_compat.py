@@ -1,19 +1,27 @@
-"""Old module paths (before the families moved into subpackages, version 0.2) keep importing, with a
-``DeprecationWarning`` naming the new place: ``from pyterrier_tot.retrieval import BookIndex`` still works.
+"""Module paths of earlier versions keep importing, with a ``DeprecationWarning`` naming the new place when a name is
+read from one: ``from pyterrier_tot.retrieval import BookIndex`` and ``from pyterrier_tot.bars import set_progress``
+still work, and so do pickles, joblib files and entry points that name a class by an old path.
 
-Each old path is a small stub file (``pyterrier_tot/retrieval.py``, ``pyterrier_tot/decomposition/recipe.py``,
-...) that calls :func:`moved`: its attributes are read from the new module (PEP 562 ``__getattr__``), so there is
-one definition of everything. Nothing is installed into the import system or into other libraries. New code
-imports from ``pyterrier_tot`` (every public name) or from the new module paths.
+There are no stub files. :data:`MOVED` is the table old path → new module(s); :func:`register_old_paths` (run at the
+end of ``pyterrier_tot/__init__.py``) puts one small module object per old path into ``sys.modules`` under its old
+name (inside this package's namespace only) and onto its parent package. Its module-level ``__getattr__`` (PEP 562)
+imports the new module when a name is first read, so nothing heavy is imported before it is asked for. Nothing is
+installed into the import system (no finder, no hook) and nothing in another library changes. New code imports
+from ``pyterrier_tot`` (every public name) or from the new module paths.
 """
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
+import sys
+import types
 import warnings
-from typing import Callable, List, Tuple
+from typing import Dict, List, Tuple, Union
 
-#: old module (under ``pyterrier_tot.``) → the module that holds its names now (each has a stub file)
-MOVED = {
+_PREFIX = "pyterrier_tot."
+
+#: the families that moved into subpackages (version 0.2)
+_FAMILIES = {
     "retrieval": "pyterrier_tot.index",
     "books": "pyterrier_tot.datasets.books",
     "hedge_remover": "pyterrier_tot.query.hedge_remover",
@@ -36,27 +44,104 @@ MOVED = {
     "clip_training": "pyterrier_tot.covers.clip_training",
     "dense_reranker": "pyterrier_tot.rerank.dense_reranker",
     # the recipe's training moved out of decomposition/ (which keeps the pipeline's parts) into recipe/
-    "decomposition.recipe": "pyterrier_tot.recipe.tuned",
+    "decomposition.recipe": ("pyterrier_tot.recipe", "pyterrier_tot.recipe.tuned"),
     **{f"decomposition.{m}": f"pyterrier_tot.recipe.{m}"
-       for m in ("bases", "soup", "protocol", "hard_negatives", "second_stage", "mined_cross_encoder", "density_prior",
-                 "expert_training")},
+       for m in ("bases", "soup", "protocol", "hard_negatives", "second_stage", "expert_training")},
+    # one cross-encoder trainer: recipe_cross_encoder(negatives="bm25+dense") is the old module's
+    "decomposition.mined_cross_encoder": "pyterrier_tot.recipe.second_stage",
+    "recipe.mined_cross_encoder": "pyterrier_tot.recipe.second_stage",
+    # DensityPrior is an expert: back beside the others; the recipe's choice of bases for it went to assembly
+    "recipe.density_prior": ("pyterrier_tot.decomposition.density_prior", "pyterrier_tot.recipe.assembly"),
 }
-_PREFIX = "pyterrier_tot."
+
+#: the core that moved into ``index/``, ``models/`` and ``_plumbing/`` (a tuple: the old module's names now live in
+#: several; each is looked up in order)
+_CORE = {
+    "bars": "pyterrier_tot.console",
+    "policy": "pyterrier_tot.checks",
+    "_util": "pyterrier_tot._plumbing.util",
+    "_repr": "pyterrier_tot._plumbing.reprs",
+    "_cache_key": "pyterrier_tot._plumbing.cache_key",
+    "_artifact": "pyterrier_tot._plumbing.artifact",
+    "_fingerprint": "pyterrier_tot.models.fingerprint",
+    "nomic": "pyterrier_tot.models.nomic",
+    "model_prompts": "pyterrier_tot.models.prompts",
+    "model_fetch": "pyterrier_tot.models.fetch",
+    "index_parts": "pyterrier_tot.index.parts",
+    "corpus_store": ("pyterrier_tot.index.book_index", "pyterrier_tot.index.corpus",
+                     "pyterrier_tot.index.corpus_stream", "pyterrier_tot.errors"),
+    "corpus_frame": "pyterrier_tot.index.corpus",
+    "corpus_identity": "pyterrier_tot.index.corpus",
+    "corpus_stream": "pyterrier_tot.index.corpus_stream",
+    "bm25_index": "pyterrier_tot.index.bm25",
+    "dense_index": "pyterrier_tot.index.dense",
+    "retrievers": ("pyterrier_tot.index.retrievers", "pyterrier_tot.index.corpus", "pyterrier_tot.console",
+                   "pyterrier_tot.errors"),
+    "encoding": "pyterrier_tot.index.encoding",
+    "ray_encoding": "pyterrier_tot.index.ray_encoding",
+}
+
+#: old module (under ``pyterrier_tot.``) → the module, or modules in order, that hold its names now
+MOVED: Dict[str, Union[str, Tuple[str, ...]]] = {**_FAMILIES, **_CORE}
+
+#: classes whose cache keys (:func:`pyterrier_tot._plumbing.cache_key.settings_of`) keep the name they were keyed by
+#: before the core moved, so fuser weights and models cached for them are found again
+KEYED_AS = {f"pyterrier_tot.index.{new}": f"pyterrier_tot.{old}" for new, old in (
+    *((f"retrievers.{c}", f"retrievers.{c}") for c in ("SafeRetriever", "DenseRetriever", "DenseScorer", "BM25Scorer")),
+    ("corpus.TextLoader", "retrievers.TextLoader"), ("corpus_stream.LazyTextLoader", "corpus_stream.LazyTextLoader"))}
+# the density prior went back beside the other experts; fits over it were keyed while it lived in recipe/
+KEYED_AS["pyterrier_tot.decomposition.density_prior.DensityPrior"] = "pyterrier_tot.recipe.density_prior.DensityPrior"
 
 
-def moved(name: str) -> Tuple[Callable[[str], object], Callable[[], List[str]]]:
-    """For the stub file of the old module ``name``: warn that it moved, and return the module-level
-    ``__getattr__`` and ``__dir__`` that read every attribute from its new module (:data:`MOVED`)."""
-    target_name = MOVED[name[len(_PREFIX):]]
-    # stacklevel 3: the line that imported the stub (this function, then the stub's body)
-    warnings.warn(f"{name} moved to {target_name}; import from there or from pyterrier_tot", DeprecationWarning,
-                  stacklevel=3)
-    target = importlib.import_module(target_name)
+def targets(old: str) -> Tuple[str, ...]:
+    """The modules that hold the names of the old module ``old`` (under ``pyterrier_tot.``), in lookup order."""
+    found = MOVED[old]
+    return (found,) if isinstance(found, str) else found
+
+
+def _old_module(old: str) -> types.ModuleType:
+    name = _PREFIX + old
+    where = targets(old)
+    module = types.ModuleType(name, f"Moved to :mod:`{where[0]}`; this old path warns and reads every name from there.")
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None, origin=f"moved to {where[0]}")
 
     def __getattr__(attr: str):
-        return getattr(target, attr)
+        if attr.startswith("__") and attr.endswith("__") and attr != "__all__":
+            raise AttributeError(attr)  # what the import system and tools probe for (__path__, __file__, ...)
+        warnings.warn(f"{name} moved to {where[0]}; import from there or from pyterrier_tot", DeprecationWarning,
+                      stacklevel=2)
+        for target in where:
+            mod = importlib.import_module(target)
+            if hasattr(mod, attr):
+                return getattr(mod, attr)
+        raise AttributeError(f"module {name!r} (moved to {where[0]}) has no attribute {attr!r}")
 
     def __dir__() -> List[str]:
-        return dir(target)
+        return sorted({n for target in where for n in dir(importlib.import_module(target))})
 
-    return __getattr__, __dir__
+    module.__getattr__ = __getattr__
+    module.__dir__ = __dir__
+    return module
+
+
+def register_old_paths() -> None:
+    """Make every old path of :data:`MOVED` importable: a module object under its old name in ``sys.modules`` and on
+    its parent package (both this package's own). Run first thing in ``pyterrier_tot/__init__.py`` (so an old path
+    imports even while the package loads) and again at its end, for the parents imported since."""
+    for old in MOVED:
+        name = _PREFIX + old
+        if name not in sys.modules:
+            sys.modules[name] = _old_module(old)
+        parent, _, leaf = name.rpartition(".")
+        package = sys.modules.get(parent)
+        if package is not None and leaf not in vars(package):
+            setattr(package, leaf, sys.modules[name])
+
+
+def moved(name: str):
+    """For an old path still kept as a stub file: the module-level ``__getattr__`` and ``__dir__`` of its entry in
+    :data:`MOVED` (the stub warns on import; prefer an entry in the table and no file)."""
+    warnings.warn(f"{name} moved to {targets(name[len(_PREFIX):])[0]}; import from there or from pyterrier_tot",
+                  DeprecationWarning, stacklevel=3)
+    module = _old_module(name[len(_PREFIX):])
+    return module.__getattr__, module.__dir__

@@ -15,7 +15,7 @@ import pandas as pd
 import pyterrier as pt
 from ir_measures import RR, R, Success, nDCG
 
-from pyterrier_tot._util import require_columns
+from pyterrier_tot._plumbing.util import require_columns
 
 #: Recall at the cut-offs the decomposition paper reports, plus MRR, nDCG@10 and Success@k.
 TOT_MEASURES = [R @ 1, R @ 5, R @ 10, R @ 20, R @ 100, RR, nDCG @ 10, Success @ 1, Success @ 10, Success @ 100]

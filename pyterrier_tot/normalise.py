@@ -15,8 +15,8 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._repr import SettingsEquality, keyword_settings
-from pyterrier_tot.policy import check_number, check_result_frame, fill_query_columns
+from pyterrier_tot._plumbing.reprs import SettingsEquality, keyword_settings
+from pyterrier_tot.checks import check_number, check_result_frame, fill_query_columns
 
 METHODS = ("minmax", "zscore", "rr", "none")
 
@@ -77,7 +77,7 @@ class Normalise(SettingsEquality, pt.Transformer):
         return pt.model.add_ranks(out)
 
     def settings(self) -> dict:
-        """What changes its scores (:mod:`pyterrier_tot._cache_key`)."""
+        """What changes its scores (:mod:`pyterrier_tot._plumbing.cache_key`)."""
         return {"method": self.method, "rr_k": float(self.rr_k) if self.method == "rr" else None}
 
     def __repr__(self):
@@ -94,7 +94,7 @@ class LinearFusion(SettingsEquality, pt.Transformer):
     on (qid, docno) and keeps the left side's copy of each shared column, so a book that only the right side
     returned has NaN in ``query``, ``query_0`` and the clue columns, and a re-ranker after it fails. Here each
     shared column takes the first system's value that is present, a query column still missing is taken from the
-    qid's other rows or from the input (:func:`~pyterrier_tot.policy.fill_query_columns`), and an N/A clue stays
+    qid's other rows or from the input (:func:`~pyterrier_tot.checks.fill_query_columns`), and an N/A clue stays
     ``None``. The scores are the same as the ``+`` expression's."""
 
     def __init__(self, *systems: pt.Transformer, weights=None, normalise: str = "minmax", rr_k: float = 60.0):
@@ -145,8 +145,8 @@ class LinearFusion(SettingsEquality, pt.Transformer):
         return {"systems": list(self.systems)}
 
     def settings(self) -> dict:
-        """What changes its scores (:mod:`pyterrier_tot._cache_key`)."""
-        from pyterrier_tot._cache_key import settings_of
+        """What changes its scores (:mod:`pyterrier_tot._plumbing.cache_key`)."""
+        from pyterrier_tot._plumbing.cache_key import settings_of
 
         return {"systems": settings_of(list(self.systems)), "weights": list(self.weights),
                 "normalise": self.normalise, "rr_k": self.rr_k}

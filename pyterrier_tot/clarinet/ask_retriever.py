@@ -105,7 +105,7 @@ def ask_retriever(index, dataset=None, kind: Optional[str] = None, model: Option
 def training_free_base() -> str:
     """The training-free pipeline's base here: nomic (its default, chosen by its rule) when its weights are on this
     machine, else mpnet (the one BIRCO measured), else MiniLM, which every install has."""
-    from pyterrier_tot.models import resolve_model
+    from pyterrier_tot.models.loading import resolve_model
 
     for base in ("nomic", "mpnet"):
         try:

@@ -3,7 +3,7 @@ prompt (:class:`~pyterrier_tot.clarinet.questions.Clarifier`), the simulated use
 (:class:`~pyterrier_tot.clarinet.likelihood.LLMLikelihood`) all read, so all three see the same text."""
 from __future__ import annotations
 
-from pyterrier_tot._util import is_missing
+from pyterrier_tot._plumbing.util import is_missing
 
 
 def book_card(book, title: bool = True, max_chars: int = 300) -> str:

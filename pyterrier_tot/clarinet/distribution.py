@@ -15,8 +15,8 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._repr import code_repr, keyword_settings
-from pyterrier_tot.policy import add_ranks, check_result_frame
+from pyterrier_tot._plumbing.reprs import code_repr, keyword_settings
+from pyterrier_tot.checks import add_ranks, check_result_frame
 
 
 def softmax(scores, temperature: float = 1.0) -> np.ndarray:
@@ -68,5 +68,5 @@ class RetrievalDistribution(pt.Transformer):
         return code_repr(self, [], self.settings())
 
     def settings(self) -> dict:
-        """What changes its output (:mod:`pyterrier_tot._cache_key`)."""
+        """What changes its output (:mod:`pyterrier_tot._plumbing.cache_key`)."""
         return {"k": self.k, "temperature": self.temperature}

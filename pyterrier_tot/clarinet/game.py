@@ -23,11 +23,11 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._repr import Shown, code_repr, keyword_settings
+from pyterrier_tot._plumbing.reprs import Shown, code_repr, keyword_settings
+from pyterrier_tot.checks import add_ranks, check_query_frame
 from pyterrier_tot.clarinet.distribution import RetrievalDistribution
 from pyterrier_tot.clarinet.posterior import ExplicitPosterior, LanguagePosterior
 from pyterrier_tot.errors import BadInputError
-from pyterrier_tot.policy import add_ranks, check_query_frame
 
 
 def update_belief(posterior, retrieve, state: pd.DataFrame, res: pd.DataFrame, questions, answers) -> pd.DataFrame:

@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot._artifact import ToTArtifact, building, read_meta, train_once, write_meta
-from pyterrier_tot._util import cache_dir, differing
+from pyterrier_tot._plumbing.artifact import ToTArtifact, building, read_meta, train_once, write_meta
+from pyterrier_tot._plumbing.util import cache_dir, differing
 from pyterrier_tot.llm.cache import LLMCache, request_key
 
 ARTIFACT_TYPE, ARTIFACT_FORMAT = "clarinet_generator", "transformers"

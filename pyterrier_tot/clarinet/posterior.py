@@ -32,13 +32,13 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._repr import code_repr, keyword_settings
+from pyterrier_tot._plumbing.reprs import code_repr, keyword_settings
+from pyterrier_tot.checks import check_query_frame
 from pyterrier_tot.clarinet.answers import read_answer
 from pyterrier_tot.clarinet.distribution import softmax
 from pyterrier_tot.clarinet.questions import format_history, history_of
 from pyterrier_tot.clarinet.simulator import clean_answer
 from pyterrier_tot.llm.templates import load_prompt
-from pyterrier_tot.policy import check_query_frame
 
 COMBINE = ("prepend", "append", "replace")
 #: The explicit posterior's answer temperature, chosen on the tuning slice
@@ -131,8 +131,9 @@ class LanguagePosterior(pt.Transformer):
             "prompt_dir": self.prompt_dir, "answer_first": self.answer_first})
 
     def settings(self) -> dict:
-        """What changes its queries (:mod:`pyterrier_tot._cache_key`): the LLM, the prompt's version, the settings."""
-        from pyterrier_tot._cache_key import settings_of
+        """What changes its queries (:mod:`pyterrier_tot._plumbing.cache_key`): the LLM, the prompt's version, the
+        settings."""
+        from pyterrier_tot._plumbing.cache_key import settings_of
 
         return {"llm": settings_of(self.llm), "combine": self.combine, "query_chars": self.query_chars,
                 "max_tokens": self.max_tokens, "prompt_version": self.prompt.version, "answer_first": self.answer_first}

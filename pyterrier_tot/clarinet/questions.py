@@ -30,14 +30,14 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._repr import Shown, code_repr, keyword_settings
-from pyterrier_tot._util import is_missing
+from pyterrier_tot._plumbing.reprs import Shown, code_repr, keyword_settings
+from pyterrier_tot._plumbing.util import is_missing
+from pyterrier_tot.checks import check_query_frame
 from pyterrier_tot.clarinet.cards import book_card  # lives in cards.py (likelihood needs it too); re-exported here
 from pyterrier_tot.clarinet.distribution import RetrievalDistribution, top_mass
 from pyterrier_tot.clarinet.leaks import NameStats, forbidden, leaked
 from pyterrier_tot.clarinet.selection import RandomSelection
 from pyterrier_tot.llm.templates import load_prompt
-from pyterrier_tot.policy import check_query_frame
 
 #: A generic pool for LLM-free games: questions any book's description may answer.
 GENERIC_QUESTIONS = (

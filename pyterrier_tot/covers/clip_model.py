@@ -19,9 +19,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from pyterrier_tot._artifact import RESERVED, ToTArtifact, building
-from pyterrier_tot._util import hub_reachable, is_offline
-from pyterrier_tot.bars import bar as progress_bar
+from pyterrier_tot._plumbing.artifact import RESERVED, ToTArtifact, building
+from pyterrier_tot._plumbing.util import hub_reachable, is_offline
+from pyterrier_tot.console import bar as progress_bar
 from pyterrier_tot.decomposition.clues import clue_column
 from pyterrier_tot.errors import ModelUnavailableError
 

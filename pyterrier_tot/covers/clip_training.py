@@ -25,8 +25,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import pandas as pd
 
-from pyterrier_tot._util import is_missing
-from pyterrier_tot.bars import bar as progress_bar
+from pyterrier_tot._plumbing.util import is_missing
+from pyterrier_tot.console import bar as progress_bar
 from pyterrier_tot.covers.clip_model import (
     COVER_COLUMN,
     LONG_CLUE_MODES,

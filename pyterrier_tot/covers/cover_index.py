@@ -19,9 +19,9 @@ from typing import Any, Dict, Iterable, List, Optional, Union
 import numpy as np
 import pandas as pd
 
-from pyterrier_tot._artifact import ToTArtifact, building
-from pyterrier_tot._util import require_columns
-from pyterrier_tot.bars import bar as progress_bar
+from pyterrier_tot._plumbing.artifact import ToTArtifact, building
+from pyterrier_tot._plumbing.util import require_columns
+from pyterrier_tot.console import bar as progress_bar
 from pyterrier_tot.covers.clip_model import ClipModel, _jsonable
 from pyterrier_tot.covers.images import blank_cover, load_cover
 from pyterrier_tot.errors import CoverImageError

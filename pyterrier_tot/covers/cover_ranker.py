@@ -22,14 +22,14 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._util import is_missing
-from pyterrier_tot.bars import bar as progress_bar
+from pyterrier_tot._plumbing.util import is_missing
+from pyterrier_tot.checks import check_query_frame, check_result_frame
+from pyterrier_tot.console import bar as progress_bar
 from pyterrier_tot.covers.clip_model import COVER_COLUMN, LONG_CLUE_MODES, ClipModel
 from pyterrier_tot.covers.cover_index import CoverIndex
 from pyterrier_tot.covers.images import blank_cover
 from pyterrier_tot.normalise import METHODS as _NORM_METHODS
 from pyterrier_tot.normalise import normalise_scores
-from pyterrier_tot.policy import check_query_frame, check_result_frame
 
 MISSING_COVER_MODES = ("blank", "neutral")
 

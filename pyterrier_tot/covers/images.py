@@ -2,7 +2,7 @@
 
 A cover that cannot be used never raises here: :func:`load_cover` returns a status (``missing``, ``corrupt``,
 ``unfetched``) so the caller decides; the cover index embeds such books as :func:`blank_cover`, the paper's
-choice. URLs are fetched only when the library is online (:func:`pyterrier_tot._util.online`, which honours
+choice. URLs are fetched only when the library is online (:func:`pyterrier_tot._plumbing.util.online`, which honours
 the one offline switch ``HF_HUB_OFFLINE``).
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Optional, Tuple, Union
 from urllib.parse import urlparse
 
-from pyterrier_tot._util import cache_dir, is_missing, online
+from pyterrier_tot._plumbing.util import cache_dir, is_missing, online
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot.bars import bar as progress_bar
+from pyterrier_tot.console import bar as progress_bar
 from pyterrier_tot.datasets.books import Book, book_iter, books_to_frame
 from pyterrier_tot.errors import BadInputError
 

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot._util import shared_data_dir
+from pyterrier_tot._plumbing.util import shared_data_dir
 from pyterrier_tot.datasets.base import BookDataset
 from pyterrier_tot.datasets.books import Book
 from pyterrier_tot.errors import DatasetUnavailableError

@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Union
 
 import pandas as pd
 
-from pyterrier_tot._util import require_columns
+from pyterrier_tot._plumbing.util import require_columns
 from pyterrier_tot.datasets.base import BookDataset, read_jsonl, read_topics, read_trec_qrels
 from pyterrier_tot.datasets.books import Book
 from pyterrier_tot.errors import BadInputError

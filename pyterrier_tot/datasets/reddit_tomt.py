@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import pandas as pd
 
-from pyterrier_tot._util import cache_dir, online, shared_data_dir
+from pyterrier_tot._plumbing.util import cache_dir, online, shared_data_dir
 from pyterrier_tot.datasets.base import BookDataset, read_jsonl, read_trec_qrels
 from pyterrier_tot.datasets.books import Book
 from pyterrier_tot.errors import DatasetUnavailableError

@@ -32,7 +32,7 @@ def _where() -> tuple:
     the one of the folders in force, never one bound to a folder the environment has since moved away from."""
     import os
 
-    from pyterrier_tot._util import shared_data_dir
+    from pyterrier_tot._plumbing.util import shared_data_dir
 
     return str(shared_data_dir()), os.environ.get("IR_DATASETS_HOME", "")
 

@@ -8,8 +8,8 @@ from urllib.parse import urlparse
 
 import pandas as pd
 
-from pyterrier_tot._util import is_offline, online, shared_data_dir
-from pyterrier_tot.bars import bar as progress_bar
+from pyterrier_tot._plumbing.util import is_offline, online, shared_data_dir
+from pyterrier_tot.console import bar as progress_bar
 from pyterrier_tot.datasets.base import BookDataset, read_jsonl, read_trec_qrels
 from pyterrier_tot.datasets.books import Book
 from pyterrier_tot.errors import DatasetUnavailableError
@@ -87,8 +87,8 @@ class TrecTot(BookDataset):
     layout (for 2025: ``trec-tot/2025/trec-tot-2025-corpus.jsonl.gz``, ``...-offsets.jsonl.gz``,
     ``<split>-2025-queries.jsonl`` and ``<split>-2025-qrel.txt``), no download happens.
 
-    Offline (:func:`~pyterrier_tot._util.is_offline`), or when the download's host does not answer within a few
-    seconds (:func:`~pyterrier_tot._util.online`), a part whose files are not on disk raises
+    Offline (:func:`~pyterrier_tot._plumbing.util.is_offline`), or when the download's host does not answer within a few
+    seconds (:func:`~pyterrier_tot._plumbing.util.online`), a part whose files are not on disk raises
     :class:`~pyterrier_tot.errors.DatasetUnavailableError` naming the file to fetch and where to save it, before
     ir_datasets tries the network: at once when nothing of the id is on disk, else when the missing part (topics,
     qrels or corpus) is read.

@@ -7,7 +7,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import pandas as pd
 
-from pyterrier_tot._util import cache_dir, hub_reachable, is_offline, shared_data_dir
+from pyterrier_tot._plumbing.util import cache_dir, hub_reachable, is_offline, shared_data_dir
 from pyterrier_tot.datasets.base import BookDataset, read_jsonl
 from pyterrier_tot.datasets.books import Book, parse_year
 from pyterrier_tot.errors import DatasetUnavailableError

@@ -10,8 +10,8 @@ from typing import Callable, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from pyterrier_tot._util import require_columns
-from pyterrier_tot.bars import bar as progress_bar
+from pyterrier_tot._plumbing.util import require_columns
+from pyterrier_tot.console import bar as progress_bar
 
 #: Measures computed from the relevant rows' ranks (others go through ir_measures, which cannot weigh queries).
 FAST_MEASURES = ("R", "Success", "RR")

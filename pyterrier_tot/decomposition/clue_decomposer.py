@@ -51,13 +51,13 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._repr import code_repr, keyword_settings
-from pyterrier_tot._util import explain_columns, is_missing
+from pyterrier_tot._plumbing.reprs import code_repr, keyword_settings
+from pyterrier_tot._plumbing.util import explain_columns, is_missing
+from pyterrier_tot.checks import check_llm, check_number, check_query_frame
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, YEAR_COLUMN, clue_column
 from pyterrier_tot.decomposition.date_resolver import latest_possible_year
 from pyterrier_tot.errors import LLMUnavailableError
 from pyterrier_tot.llm.templates import load_prompt
-from pyterrier_tot.policy import check_llm, check_number, check_query_frame
 
 MODES = ("extractive", "predictive")
 STRATEGIES = ("per_field", "joint")

@@ -42,11 +42,9 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._repr import SettingsEquality, code_repr, keyword_settings
-from pyterrier_tot._util import ColumnsValueError, empty_scored, explain_columns, is_missing
-from pyterrier_tot.datasets.books import parse_year
-from pyterrier_tot.decomposition.clues import YEAR_COLUMN
-from pyterrier_tot.policy import (
+from pyterrier_tot._plumbing.reprs import SettingsEquality, code_repr, keyword_settings
+from pyterrier_tot._plumbing.util import ColumnsValueError, empty_scored, explain_columns, is_missing
+from pyterrier_tot.checks import (
     add_ranks,
     check_index,
     check_number,
@@ -54,6 +52,8 @@ from pyterrier_tot.policy import (
     check_unknown_docnos_arg,
     unknown_docnos,
 )
+from pyterrier_tot.datasets.books import parse_year
+from pyterrier_tot.decomposition.clues import YEAR_COLUMN
 
 #: Score when the book year or the clue year is unknown.
 DATE_NEUTRAL = 1.0
@@ -179,7 +179,7 @@ class DateExpert(SettingsEquality, pt.Transformer):
         return add_ranks(out)
 
     def settings(self) -> dict:
-        """What changes its scores (the cache key of fits over them, :mod:`pyterrier_tot._cache_key`)."""
+        """What changes its scores (the cache key of fits over them, :mod:`pyterrier_tot._plumbing.cache_key`)."""
         return {"soft": self.soft, "tau": self.tau if self.soft else None, "neutral": self.neutral,
                 "clue": self.clue, "year_column": self.year_column}
 

@@ -10,7 +10,7 @@ from typing import Any, Dict
 
 import pyterrier as pt
 
-from pyterrier_tot._artifact import damaged, read_meta
+from pyterrier_tot._plumbing.artifact import damaged, read_meta
 
 WEIGHTS_FILE = "weights.json"
 #: The artifact type of a saved fuser folder (``FuserWeights``).

@@ -34,14 +34,14 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._artifact import ToTArtifact, building, read_meta
-from pyterrier_tot._repr import Shown, code_repr
-from pyterrier_tot._util import is_missing, require_columns
+from pyterrier_tot._plumbing.artifact import ToTArtifact, building, read_meta
+from pyterrier_tot._plumbing.reprs import Shown, code_repr
+from pyterrier_tot._plumbing.util import is_missing, require_columns
+from pyterrier_tot.checks import check_result_frame
 from pyterrier_tot.decomposition.clues import clue_column
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser, empty_fused
 from pyterrier_tot.errors import BadInputError
 from pyterrier_tot.normalise import normalise_scores
-from pyterrier_tot.policy import check_result_frame
 
 MODEL_FILE = "lightgbm.txt"
 FEATURES_FILE = "features.json"

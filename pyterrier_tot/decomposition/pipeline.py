@@ -26,15 +26,15 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._cache_key import settings_of
-from pyterrier_tot._repr import Shown, code_repr, keyword_settings
-from pyterrier_tot._util import explain_columns, require_columns
+from pyterrier_tot._plumbing.cache_key import settings_of
+from pyterrier_tot._plumbing.reprs import Shown, code_repr, keyword_settings
+from pyterrier_tot._plumbing.util import explain_columns, require_columns
+from pyterrier_tot.checks import check_index, check_query_frame, report_missing_qids
 from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, YEAR_COLUMN, clues_na_as_none
 from pyterrier_tot.decomposition.date_expert import DateExpert
 from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
 from pyterrier_tot.errors import NoResultsWarning
-from pyterrier_tot.policy import check_index, check_query_frame, report_missing_qids
 
 
 class ClueLookup(pt.Transformer):
@@ -77,7 +77,7 @@ class ClueLookup(pt.Transformer):
         return code_repr(self, [Shown(f"clues of {len(self.clues)} queries")], {"label": self.label})
 
     def settings(self) -> dict:
-        """What changes its clues (:mod:`pyterrier_tot._cache_key`): the clues themselves (a digest), never the
+        """What changes its clues (:mod:`pyterrier_tot._plumbing.cache_key`): the clues themselves (a digest), never the
         repr."""
         import hashlib
 
@@ -151,7 +151,7 @@ class CandidateUnion(pt.Transformer):
         return pt.model.add_ranks(out)[cols]
 
     def settings(self) -> dict:
-        """What changes its candidates (:mod:`pyterrier_tot._cache_key`)."""
+        """What changes its candidates (:mod:`pyterrier_tot._plumbing.cache_key`)."""
         return {"base": settings_of(self.base), "retrievers": settings_of(self.retrievers), "names": self.names,
                 "k": self.k, "expert_k": self.expert_k}
 
@@ -288,7 +288,7 @@ class DecompositionPipeline(pt.Transformer):
         return DecompositionPipeline(self.decomposer, cands, experts, fuser, tail=self.tail, depth=self.depth)
 
     def settings(self) -> dict:
-        """What changes its ranking, stage by stage (:mod:`pyterrier_tot._cache_key`: a model trained on this
+        """What changes its ranking, stage by stage (:mod:`pyterrier_tot._plumbing.cache_key`: a model trained on this
         pipeline's ranking records its key)."""
         return {"decomposer": settings_of(self.decomposer), "candidates": settings_of(self.candidates),
                 "experts": settings_of(self.experts), "fuser": settings_of(self.fuser),

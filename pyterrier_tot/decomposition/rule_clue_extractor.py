@@ -22,10 +22,10 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._util import is_missing, require_columns
+from pyterrier_tot._plumbing.util import is_missing, require_columns
+from pyterrier_tot.checks import check_query_frame
 from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, YEAR_COLUMN, clue_column
 from pyterrier_tot.decomposition.date_resolver import date_mentions
-from pyterrier_tot.policy import check_query_frame
 
 _SENT_RE = re.compile(r"(?<=[.!?\n])\s+")
 _QUOTED_RE = re.compile(r"[\"“”]([^\"“”\n]{2,80})[\"“”]")
@@ -96,7 +96,7 @@ class RuleClueExtractor(pt.Transformer):
         return out
 
     def settings(self) -> dict:
-        """What changes its clues (:mod:`pyterrier_tot._cache_key`)."""
+        """What changes its clues (:mod:`pyterrier_tot._plumbing.cache_key`)."""
         return {"reference_year": self.reference_year, "query_column": self.query_column}
 
     def __repr__(self):

@@ -42,10 +42,11 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._artifact import ToTArtifact, building
-from pyterrier_tot._repr import code_repr, keyword_settings
-from pyterrier_tot._util import require_columns
-from pyterrier_tot.bars import bar as progress_bar
+from pyterrier_tot._plumbing.artifact import ToTArtifact, building
+from pyterrier_tot._plumbing.reprs import code_repr, keyword_settings
+from pyterrier_tot._plumbing.util import require_columns
+from pyterrier_tot.checks import check_result_frame
+from pyterrier_tot.console import bar as progress_bar
 from pyterrier_tot.decomposition._fast_eval import (
     FastEvaluator,
     bagged_weights,
@@ -56,7 +57,6 @@ from pyterrier_tot.decomposition._fast_eval import (
 from pyterrier_tot.decomposition._fast_eval import parse_metric as _parse_metric
 from pyterrier_tot.decomposition.fuser_io import WEIGHTS_FILE, WEIGHTS_TYPE, _holds_weights, _read_weights
 from pyterrier_tot.normalise import METHODS, normalise_scores
-from pyterrier_tot.policy import check_result_frame
 
 #: Weight grid of the coordinate ascent.
 DEFAULT_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
@@ -349,8 +349,8 @@ class WeightedFuser(pt.Transformer):
         return fuser
 
     def settings(self) -> dict:
-        """What changes its fused scores (:mod:`pyterrier_tot._cache_key`); its experts are keyed by the pipeline
-        that holds them."""
+        """What changes its fused scores (:mod:`pyterrier_tot._plumbing.cache_key`); its experts are keyed by the
+        pipeline that holds them."""
         return {"names": list(self.names), "weights": [float(w) for w in self.weights],
                 "normalise": list(self.normalise), "neutral": list(self.neutral), "rr_k": float(self.rr_k)}
 

@@ -27,14 +27,14 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._artifact import ToTArtifact, building
-from pyterrier_tot._fingerprint import model_fingerprint
+from pyterrier_tot._plumbing.artifact import ToTArtifact, building
+from pyterrier_tot.checks import add_ranks, check_query_frame, check_result_frame, report_missing_qids, unknown_docnos
 from pyterrier_tot.generative.aggregation import BETA, GAMMA, parallel_scores, serial_scores
 from pyterrier_tot.generative.backbones import SEQ2SEQ, Backbone
 from pyterrier_tot.generative.decoding import constrained_search, score_targets
 from pyterrier_tot.generative.sentence_backbone import SENTENCE, SentenceBackbone
 from pyterrier_tot.generative.trie import IdTrie
-from pyterrier_tot.policy import add_ranks, check_query_frame, check_result_frame, report_missing_qids, unknown_docnos
+from pyterrier_tot.models.fingerprint import model_fingerprint
 
 AGGREGATIONS = (None, "parallel", "serial")
 _OUT = ["qid", "query", "docno", "score", "rank"]
@@ -176,7 +176,8 @@ class GenerativeRetriever(pt.Transformer):
 
     def settings(self) -> dict:
         """What changes its scores (the key of the recipe's weights fitted with it as an expert,
-        :mod:`pyterrier_tot._cache_key`): the backbone, the identifiers, the decoding, and a loaded model's weights."""
+        :mod:`pyterrier_tot._plumbing.cache_key`): the backbone, the identifiers, the decoding, and a loaded model's
+        weights."""
         import hashlib
         import json
 
@@ -191,7 +192,7 @@ class GenerativeRetriever(pt.Transformer):
     def __repr__(self):
         # the call that makes it (the backbone and the identifiers in memory shown as what they are), every
         # setting that changes a score where it is not the default; a loaded model by its folder (label)
-        from pyterrier_tot._repr import Shown, code_repr
+        from pyterrier_tot._plumbing.reprs import Shown, code_repr
 
         chapters = Shown(f"chapter-ids of {len(self.chapters)} books") if self.chapters else None
         beams = None if self.num_beams == self.num_results else self.num_beams

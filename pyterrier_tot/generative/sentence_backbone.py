@@ -290,7 +290,7 @@ def sentence_backbone(identifiers, model=None, codes: bool = False, states: str 
     :param cache: a dict shared with other backbones over the same encoder, states and precision (frozen only)
     :param device: where the model trains and decodes (``"cuda"`` on a GPU; :meth:`SentenceBackbone.to` moves it)
     """
-    from pyterrier_tot.models import load_sentence_transformer, resolve_model
+    from pyterrier_tot.models.loading import load_sentence_transformer, resolve_model
 
     torch.manual_seed(seed)
     st = load_sentence_transformer(resolve_model(model))

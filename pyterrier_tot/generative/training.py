@@ -21,8 +21,8 @@ import pandas as pd
 import pyterrier as pt
 import torch
 
-from pyterrier_tot._artifact import build_lock
-from pyterrier_tot._util import differing
+from pyterrier_tot._plumbing.artifact import build_lock
+from pyterrier_tot._plumbing.util import differing
 from pyterrier_tot.generative.backbones import Backbone
 
 LABEL_SMOOTHING = 0.1

@@ -51,8 +51,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
-from pyterrier_tot._util import cache_dir
-from pyterrier_tot.bars import bar as progress_bar
+from pyterrier_tot._plumbing.util import cache_dir
+from pyterrier_tot.checks import check_int, check_number
+from pyterrier_tot.console import bar as progress_bar
 from pyterrier_tot.errors import LLMConfigurationError, LLMFailure, LLMUnavailableError
 from pyterrier_tot.llm.cache import LLMCache, request_key
 from pyterrier_tot.llm.endpoint import (  # noqa: F401  (default_identity, OPENAI_ENDPOINT: public here too)
@@ -66,7 +67,6 @@ from pyterrier_tot.llm.endpoint import (  # noqa: F401  (default_identity, OPENA
 from pyterrier_tot.llm.identity import identity_of
 from pyterrier_tot.llm.portable import llm_state, restore_llm
 from pyterrier_tot.llm.usage import LLMUsage
-from pyterrier_tot.policy import check_int, check_number
 
 Messages = List[Dict[str, str]]
 

@@ -218,6 +218,6 @@ def identity_of(client, model: str, base_url: Optional[str], cache=None, timeout
 def gguf_identity(path: Union[str, Path]) -> str:
     """``gguf:<name>:sha256:<hex>``: the content hash of a model file, the cache identity of a local server.
     Hashing a 1 GB file takes seconds, so the hash is remembered per (path, size, mtime) in the cache folder."""
-    from pyterrier_tot._fingerprint import file_sha256
+    from pyterrier_tot.models.fingerprint import file_sha256
 
     return f"gguf:{Path(path).resolve().name}:sha256:{file_sha256(path)}"

@@ -31,8 +31,8 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._repr import code_repr, keyword_settings
-from pyterrier_tot.policy import check_query_frame
+from pyterrier_tot._plumbing.reprs import code_repr, keyword_settings
+from pyterrier_tot.checks import check_query_frame
 
 NEGATION_MODES = ("keep", "not", "drop")
 LexiconArg = Union[None, str, Path, Iterable[str]]

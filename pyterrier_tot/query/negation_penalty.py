@@ -39,9 +39,9 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._repr import code_repr, keyword_settings
-from pyterrier_tot._util import explain_columns
-from pyterrier_tot.policy import check_index, check_int, check_number, check_result_frame, unknown_docnos
+from pyterrier_tot._plumbing.reprs import code_repr, keyword_settings
+from pyterrier_tot._plumbing.util import explain_columns
+from pyterrier_tot.checks import check_index, check_int, check_number, check_result_frame, unknown_docnos
 
 MODES = ("heads", "phrase")
 

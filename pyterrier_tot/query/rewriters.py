@@ -21,12 +21,12 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._repr import code_repr, keyword_settings
-from pyterrier_tot._util import explain_columns, is_missing
+from pyterrier_tot._plumbing.reprs import code_repr, keyword_settings
+from pyterrier_tot._plumbing.util import explain_columns, is_missing
+from pyterrier_tot.checks import check_query_frame
 from pyterrier_tot.decomposition.clue_decomposer import clean_answer
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, clue_column
 from pyterrier_tot.llm.templates import load_prompt
-from pyterrier_tot.policy import check_query_frame
 
 
 class _LLMRewriter(pt.Transformer):
@@ -75,8 +75,8 @@ class _LLMRewriter(pt.Transformer):
         return {"prompt": self.prompt.name, "prompt_dir": self.prompt_dir, "max_query_chars": self.max_query_chars}
 
     def settings(self) -> dict:
-        """What changes its queries (:mod:`pyterrier_tot._cache_key`): the LLM, the prompt and its version."""
-        from pyterrier_tot._cache_key import settings_of
+        """What changes its queries (:mod:`pyterrier_tot._plumbing.cache_key`): the LLM, the prompt and its version."""
+        from pyterrier_tot._plumbing.cache_key import settings_of
 
         return {"llm": settings_of(self.llm), **self._settings(), "prompt_dir": None,
                 "prompt_version": self.prompt.version}

@@ -143,7 +143,7 @@ _JAR_GLOB = "anserini-*-fatjar.jar"
 
 
 def _jar_dirs():
-    from pyterrier_tot._util import cache_dir
+    from pyterrier_tot._plumbing.util import cache_dir
 
     try:
         import importlib.util
@@ -242,7 +242,7 @@ def _jvm():
     if not jnius_config.vm_running:
         os.environ["JAVA_HOME"] = str(java_home())
         jnius_config.add_classpath(str(anserini_jar()))
-    from pyterrier_tot.retrievers import quiet_native_output
+    from pyterrier_tot.console import quiet_native_output
 
     with quiet_native_output():  # JVM start-up warnings (SLF4J, Unsafe) are no news
         if _anserini_class() is None:
@@ -293,7 +293,7 @@ def lucene_index(books, fields=("title", "text")) -> Path:
                 f.write(json.dumps({"id": str(d["docno"]), "contents": d["text"]}, ensure_ascii=False) + "\n")
         args = ["-collection", "JsonCollection", "-input", str(docs), "-index", str(target), "-generator",
                 "DefaultLuceneDocumentGenerator", "-threads", "1", "-storePositions", "-storeDocvectors", "-quiet"]
-        from pyterrier_tot.retrievers import quiet_native_output
+        from pyterrier_tot.console import quiet_native_output
 
         with quiet_native_output():
             autoclass("io.anserini.index.IndexCollection").main(args)
@@ -306,7 +306,7 @@ def lucene_index(books, fields=("title", "text")) -> Path:
 class LuceneSearcher(pt.Transformer):
     """Anserini's ``SimpleSearcher`` over a Lucene index as a retriever: BM25 (``k1``, ``b``), optionally
     followed by RM3 (``rm3=(fb_terms, fb_docs, original_query_weight)``) and a second BM25 pass. Expects
-    tokenised text in ``query`` (wrap it in :class:`~pyterrier_tot.retrievers.SafeRetriever`, as
+    tokenised text in ``query`` (wrap it in :class:`~pyterrier_tot.index.retrievers.SafeRetriever`, as
     :func:`lucene_bm25` and :func:`anserini_rm3` do). Anserini weights a query term by its count in the query;
     ``unique_terms=True`` keeps each term once."""
 
@@ -344,7 +344,7 @@ class LuceneSearcher(pt.Transformer):
         return pd.DataFrame(rows, columns=[*inp.columns, "docno", "score", "rank"])
 
     def __repr__(self):
-        from pyterrier_tot._repr import code_repr
+        from pyterrier_tot._plumbing.reprs import code_repr
 
         return code_repr(self, [self.index_path], {"k1": self.k1, "b": self.b, "num_results": self.num_results,
                                                    "rm3": self.rm3, "unique_terms": self.unique_terms})
@@ -355,7 +355,7 @@ def lucene_bm25(books, k1: float = 1.2, b: float = 0.75, num_results: int = 1000
     """Lucene BM25 through Anserini (Porter stemming; ``k1``/``b`` as the PISA BM25 by default) over ``books``
     (``unique_terms``: each query term counts once). Raises :class:`TerrierUnavailableError` (the Java-engine
     error) naming what is missing."""
-    from pyterrier_tot.retrievers import SafeRetriever
+    from pyterrier_tot.index.retrievers import SafeRetriever
 
     path = lucene_index(books, fields)
     label = f"LuceneBM25(k1={k1}, b={b}{', unique_terms=True' if unique_terms else ''})"
@@ -367,7 +367,7 @@ def anserini_rm3(books, fb_docs: int = 10, fb_terms: int = 20, fb_lambda: float 
                  b: float = 0.75, num_results: int = 1000, fields=("title", "text")):
     """Lucene BM25 >> RM3 (``fb_docs`` feedback books, ``fb_terms`` expansion terms, the original query weighted
     ``fb_lambda``: 0.6 as PyTerrier's RM3, where Anserini's own default is 0.5) >> BM25, in one searcher."""
-    from pyterrier_tot.retrievers import SafeRetriever
+    from pyterrier_tot.index.retrievers import SafeRetriever
 
     path = lucene_index(books, fields)
     label = f"AnseriniRM3(fb_docs={fb_docs}, fb_terms={fb_terms}, fb_lambda={fb_lambda}, k1={k1}, b={b})"

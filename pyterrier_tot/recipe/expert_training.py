@@ -38,10 +38,10 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 
-from pyterrier_tot._artifact import META_FILE, build_locks, read_meta
-from pyterrier_tot._util import cache_folder, is_missing, require_columns
+from pyterrier_tot._plumbing.artifact import META_FILE, build_locks, read_meta
+from pyterrier_tot._plumbing.util import cache_folder, is_missing, require_columns
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column, clues_na_as_none
-from pyterrier_tot.models import TRAINING_FILE, BiEncoderModel
+from pyterrier_tot.models.loading import TRAINING_FILE, BiEncoderModel
 from pyterrier_tot.recipe.protocol import training_record
 from pyterrier_tot.recipe.training_loop import (  # noqa: F401  (DistinctTextBatches: read from here)
     DistinctTextBatches,
@@ -251,8 +251,8 @@ def _train_into(pairs, targets: Dict[int, Path], out: Path, base_model, params: 
     from sentence_transformers import InputExample, SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    from pyterrier_tot.model_prompts import prompted_examples
-    from pyterrier_tot.models import device_label, resolve_model, training_device
+    from pyterrier_tot.models.loading import device_label, resolve_model, training_device
+    from pyterrier_tot.models.prompts import prompted_examples
 
     epochs, batch_size, seed = params["epochs"], params["batch_size"], params["seed"]
     max_seq_length, lr, warmup_ratio = params["max_seq_length"], params["lr"], params["warmup_ratio"]
@@ -261,7 +261,7 @@ def _train_into(pairs, targets: Dict[int, Path], out: Path, base_model, params: 
     np.random.seed(seed)
     torch.manual_seed(seed)
     # a fresh copy, never the cached instance of models.load_sentence_transformer (training mutates it)
-    from pyterrier_tot.bars import quiet_loading
+    from pyterrier_tot.console import quiet_loading
 
     device = training_device(device)
     with quiet_loading():

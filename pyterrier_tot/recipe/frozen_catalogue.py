@@ -15,7 +15,7 @@ requests is trained, its requests pulled towards their gold book's stored vector
   millions of pages: only those rows of the index are read); ``"batch"``, the batch's gold books alone;
 - ``trainable_layers``: ``None`` trains the whole request encoder, ``k`` only its top ``k`` transformer layers;
 - nothing is encoded after training: the model records the book index it belongs to
-  (:data:`~pyterrier_tot.dense_index.FROZEN_BOOKS`: the book model, fields, precision, the corpus fingerprint and
+  (:data:`~pyterrier_tot.index.dense.FROZEN_BOOKS`: the book model, fields, precision, the corpus fingerprint and
   one digest over them), and ``index.dense(path)`` / ``dense_scorer(path)`` search that index, refusing any other
   (:class:`~pyterrier_tot.errors.FrozenCatalogueError`).
 
@@ -34,9 +34,9 @@ from typing import Dict, List, Optional, Sequence, Union
 import numpy as np
 import pandas as pd
 
-from pyterrier_tot._artifact import build_locks
-from pyterrier_tot._util import is_missing, require_columns
-from pyterrier_tot.dense_index import FROZEN_BOOKS, catalogue_record, model_key
+from pyterrier_tot._plumbing.artifact import build_locks
+from pyterrier_tot._plumbing.util import is_missing, require_columns
+from pyterrier_tot.index.dense import FROZEN_BOOKS, catalogue_record, model_key
 from pyterrier_tot.recipe.expert_training import _default_dir, _gold, _replaceable, _trained_as, pairs_digest
 from pyterrier_tot.recipe.protocol import training_record
 from pyterrier_tot.recipe.training_loop import DistinctTextBatches, _fit, _save_model, freeze_lower_layers
@@ -169,9 +169,9 @@ def _train(examples, vectors, record: dict, out: Path, book_model: str, params: 
     import torch
     from sentence_transformers import InputExample, SentenceTransformer
 
-    from pyterrier_tot.bars import quiet_loading
-    from pyterrier_tot.model_prompts import model_prompts
-    from pyterrier_tot.models import device_label, resolve_model, training_device
+    from pyterrier_tot.console import quiet_loading
+    from pyterrier_tot.models.loading import device_label, resolve_model, training_device
+    from pyterrier_tot.models.prompts import model_prompts
 
     overwrite = _replaceable(out)
     random.seed(params["seed"])

@@ -22,8 +22,8 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot._artifact import train_once
-from pyterrier_tot._util import cache_folder, require_columns
+from pyterrier_tot._plumbing.artifact import train_once
+from pyterrier_tot._plumbing.util import cache_folder, require_columns
 from pyterrier_tot.errors import BadInputError
 from pyterrier_tot.recipe.bases import (
     COMMON,

@@ -18,7 +18,7 @@ from typing import Optional, Sequence, Tuple, Union
 import numpy as np
 import pandas as pd
 
-from pyterrier_tot._util import dataset_tag, require_columns  # noqa: F401  (dataset_tag re-exported)
+from pyterrier_tot._plumbing.util import dataset_tag, require_columns  # noqa: F401  (dataset_tag re-exported)
 
 #: Size and seed of the tuning slice of the training queries.
 TUNING_QUERIES, TUNING_SEED = 300, 0
@@ -76,7 +76,7 @@ def complete_model(path: Union[str, Path]) -> bool:
 
 def as_path(obj) -> str:
     """The folder of a model argument (a path, a string or a saved artifact such as a BiEncoderModel)."""
-    from pyterrier_tot._artifact import artifact_path
+    from pyterrier_tot._plumbing.artifact import artifact_path
 
     return artifact_path(obj) or str(obj)
 
@@ -159,8 +159,8 @@ def check_trained_as(folder: Union[str, Path], settings: dict) -> None:
     """Refuse a cached model whose training record names another starting model (``settings["base_model"]``: a
     folder named by a model's last path part is shared by ``/a/model`` and ``/b/model``) or other training settings
     (a ``path=`` folder trained another way); a setting the record lacks is not compared."""
-    from pyterrier_tot._util import differing
-    from pyterrier_tot.models import canonical_model
+    from pyterrier_tot._plumbing.util import differing
+    from pyterrier_tot.models.loading import canonical_model
 
     found = training_info(folder)
     want = {k: v for k, v in settings.items() if k in found and k not in ("amp", "base_model")}

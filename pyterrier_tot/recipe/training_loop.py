@@ -10,9 +10,9 @@ import random
 from pathlib import Path
 from typing import Callable, Optional
 
-from pyterrier_tot._artifact import building, write_meta
-from pyterrier_tot.bars import bar as progress_bar
-from pyterrier_tot.models import TRAINING_FILE, BiEncoderModel
+from pyterrier_tot._plumbing.artifact import building, write_meta
+from pyterrier_tot.console import bar as progress_bar
+from pyterrier_tot.models.loading import TRAINING_FILE, BiEncoderModel
 
 METADATA_FILE = TRAINING_FILE
 

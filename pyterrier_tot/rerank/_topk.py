@@ -9,8 +9,8 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._util import explain_columns
-from pyterrier_tot.policy import check_result_frame, unknown_docnos
+from pyterrier_tot._plumbing.util import explain_columns
+from pyterrier_tot.checks import check_result_frame, unknown_docnos
 
 
 def book_texts(index, block: pd.DataFrame, fields: Sequence[str], max_chars: int) -> List[str]:

@@ -34,13 +34,13 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot._artifact import ToTArtifact, artifact_path, building, read_meta
-from pyterrier_tot._repr import code_repr, keyword_settings
-from pyterrier_tot._util import cache_folder
-from pyterrier_tot.bars import bar as progress_bar
-from pyterrier_tot.bars import quiet_loading
+from pyterrier_tot._plumbing.artifact import ToTArtifact, artifact_path, building, read_meta
+from pyterrier_tot._plumbing.reprs import code_repr, keyword_settings
+from pyterrier_tot._plumbing.util import cache_folder
+from pyterrier_tot.checks import check_index, check_int, check_number
+from pyterrier_tot.console import bar as progress_bar
+from pyterrier_tot.console import quiet_loading
 from pyterrier_tot.normalise import mix_scores
-from pyterrier_tot.policy import check_index, check_int, check_number
 from pyterrier_tot.rerank._topk import rerank_top_k
 
 #: A training group: query text, gold book text, negative book texts.
@@ -122,7 +122,7 @@ def train_cross_encoder(groups: Sequence[Group], output_dir: Union[str, Path, No
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
 
-    from pyterrier_tot.models import device_label, resolve_model, training_device
+    from pyterrier_tot.models.loading import device_label, resolve_model, training_device
 
     groups = [(str(q), str(p), [str(n) for n in negs]) for q, p, negs in groups
               if str(q).strip() and str(p).strip() and len(negs)]

@@ -28,9 +28,9 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot._repr import SettingsEquality, code_repr, keyword_settings
+from pyterrier_tot._plumbing.reprs import SettingsEquality, code_repr, keyword_settings
+from pyterrier_tot.checks import check_index, check_int, check_number
 from pyterrier_tot.normalise import normalise_scores
-from pyterrier_tot.policy import check_index, check_int, check_number
 from pyterrier_tot.rerank._topk import rerank_top_k
 
 
@@ -92,7 +92,7 @@ class DenseReranker(SettingsEquality, pt.Transformer):
     @property
     def encoder(self):
         if self._encoder is None:
-            from pyterrier_tot.models import load_biencoder
+            from pyterrier_tot.models.loading import load_biencoder
 
             self._encoder = load_biencoder(self.model, batch_size=self.batch_size)
         return self._encoder
@@ -149,7 +149,8 @@ class DenseReranker(SettingsEquality, pt.Transformer):
         return self.alpha * dense + (1.0 - self.alpha) * sparse
 
     def settings(self) -> dict:
-        """What changes its scores (:mod:`pyterrier_tot._cache_key`); the index and the model's weights beside."""
+        """What changes its scores (:mod:`pyterrier_tot._plumbing.cache_key`); the index and the model's weights
+        beside."""
         return {"model": None if self.model is None else str(self.model), "k": self.k, "max_chars": self.max_chars,
                 "fields": list(self.fields), "alpha": self.alpha, "stored": self.stored}
 

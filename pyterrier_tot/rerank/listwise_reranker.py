@@ -31,10 +31,10 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._repr import code_repr, keyword_settings
-from pyterrier_tot._util import explain_columns
+from pyterrier_tot._plumbing.reprs import code_repr, keyword_settings
+from pyterrier_tot._plumbing.util import explain_columns
+from pyterrier_tot.checks import check_index, check_int, check_llm, check_result_frame, unknown_docnos
 from pyterrier_tot.llm.templates import load_prompt
-from pyterrier_tot.policy import check_index, check_int, check_llm, check_result_frame, unknown_docnos
 from pyterrier_tot.rerank._topk import book_texts
 
 _BRACKETED = re.compile(r"\[\s*(\d+)\s*\]")

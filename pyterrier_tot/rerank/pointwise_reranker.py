@@ -32,10 +32,10 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot._repr import code_repr, keyword_settings
+from pyterrier_tot._plumbing.reprs import code_repr, keyword_settings
+from pyterrier_tot.checks import check_index, check_int, check_llm, check_number
 from pyterrier_tot.llm.templates import load_prompt
 from pyterrier_tot.normalise import normalise_scores
-from pyterrier_tot.policy import check_index, check_int, check_llm, check_number
 from pyterrier_tot.rerank._topk import book_texts, rerank_top_k
 
 #: weight of the incoming (min-max) score under ``alpha=None``: it only orders books the LLM judged alike

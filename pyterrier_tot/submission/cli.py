@@ -23,7 +23,7 @@ from typing import List, Optional
 
 import pandas as pd
 
-from pyterrier_tot.bars import bar as progress_bar
+from pyterrier_tot.console import bar as progress_bar
 from pyterrier_tot.errors import BadInputError, DatasetUnavailableError, ToTError
 
 __all__ = ["main", "build_parser"]
@@ -281,7 +281,7 @@ def cmd_search(args) -> int:
 
 
 def cmd_fetch(args) -> int:
-    from pyterrier_tot.model_fetch import FETCHABLE
+    from pyterrier_tot.models.fetch import FETCHABLE
 
     for name in args.models:
         FETCHABLE[name]()

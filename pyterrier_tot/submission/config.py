@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Union
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot.bars import bar as progress_bar
+from pyterrier_tot.console import bar as progress_bar
 from pyterrier_tot.datasets.base import BookDataset, read_jsonl, read_topics, read_trec_qrels  # noqa: F401
 from pyterrier_tot.datasets.books import Book
 from pyterrier_tot.errors import BadInputError, ConfigError  # ConfigError lives in errors.py; re-exported here
@@ -205,7 +205,7 @@ class PipelineConfig:
         """The :class:`~pyterrier_tot.index.BookIndex`: a folder already built is opened as it is (fast: the
         corpus is not read again), unless ``build`` (the ``index`` command), which checks it against the corpus
         and builds what is missing or stale."""
-        from pyterrier_tot._artifact import read_meta
+        from pyterrier_tot._plumbing.artifact import read_meta
         from pyterrier_tot.index import BookIndex
 
         where = path or (self._path(self.index_spec["path"]) if self.index_spec.get("path") else None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from pyterrier_tot._util import shared_data_dir
+from pyterrier_tot._plumbing.util import shared_data_dir
 from pyterrier_tot.errors import ToTError
 
 __all__ = ["local_copy", "irds_copy"]

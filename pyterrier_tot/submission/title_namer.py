@@ -42,11 +42,11 @@ import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._repr import code_repr, keyword_settings
+from pyterrier_tot._plumbing.reprs import code_repr, keyword_settings
+from pyterrier_tot.checks import check_query_frame, check_result_frame, report_missing_qids
 from pyterrier_tot.errors import NoResultsWarning
+from pyterrier_tot.index.retrievers import tokenise_query
 from pyterrier_tot.llm.templates import load_prompt
-from pyterrier_tot.policy import check_query_frame, check_result_frame, report_missing_qids
-from pyterrier_tot.retrievers import tokenise_query
 
 _RANKED = ["docno", "score", "rank"]
 _BULLET = re.compile(r"^\s*(?:[-*•]+|\(?\d{1,3}[.):]|#\d{1,3}[.):]?)\s*")

@@ -1,4 +1,0 @@
-"""Moved to :mod:`pyterrier_tot.recipe.protocol`; this old path warns and reads every name from there."""
-from pyterrier_tot import _compat
-
-__getattr__, __dir__ = _compat.moved(__name__)
