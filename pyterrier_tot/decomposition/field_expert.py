@@ -38,18 +38,16 @@ books). Dense scorer mode scores every candidate from the stored vectors (no re-
 from __future__ import annotations
 
 import warnings
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 import pyterrier_alpha as pta
 
-from pyterrier_tot._repr import SettingsEquality, code_repr, keyword_settings
-from pyterrier_tot._util import empty_scored, explain_columns, is_missing
-from pyterrier_tot.decomposition.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column
-from pyterrier_tot.normalise import METHODS, normalise_scores
-from pyterrier_tot.policy import (
+from pyterrier_tot._plumbing.reprs import SettingsEquality, code_repr, keyword_settings
+from pyterrier_tot._plumbing.util import empty_scored, explain_columns, is_missing
+from pyterrier_tot.checks import (
     add_ranks,
     check_index,
     check_int,
@@ -59,6 +57,8 @@ from pyterrier_tot.policy import (
     report_missing_qids,
     unknown_docnos,
 )
+from pyterrier_tot.decomposition.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column
+from pyterrier_tot.normalise import METHODS, normalise_scores
 
 #: Score a scorer-mode expert gives to every candidate of a query whose clue is N/A.
 NEUTRAL_SCORE = 0.0
@@ -219,9 +219,18 @@ class FieldExpert(SettingsEquality, pt.Transformer):
         out.loc[unknown, "score"] = np.nan
         return add_ranks(out)
 
+    def index_parts(self) -> List[tuple]:
+        """What it reads from its index, for a plan that builds or times that first: ``("bm25", book_fields)``, or
+        ``("dense", model, book_fields, max_chars, precision)`` (``model``: a str, None for the default MiniLM;
+        ``precision``: ``"fp32"`` unless set), as ``BookIndex.has_bm25`` / ``has_dense`` take them."""
+        if self.backend == "bm25":
+            return [("bm25", self.book_fields)]
+        model = None if self.model is None else str(self.model)
+        return [("dense", model, self.book_fields, self.max_chars, self.precision or "fp32")]
+
     def settings(self) -> dict:
-        """What changes its scores (the cache key of fits over them, :mod:`pyterrier_tot._cache_key`); the index
-        and the model's weights are keyed beside it."""
+        """What changes its scores (the cache key of fits over them, :mod:`pyterrier_tot._plumbing.cache_key`); the
+        index and the model's weights are keyed beside it."""
         dense = self.backend == "dense"
         return {"field": self.field, "backend": self.backend, "clue": self.clue, "book_fields": list(self.book_fields),
                 "model": str(self.model or "minilm") if dense else None,

@@ -30,11 +30,11 @@ from typing import Dict, Optional, Sequence, Union
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot._artifact import META_FILE, ToTArtifact, building, read_meta
-from pyterrier_tot._fingerprint import model_fingerprint
+from pyterrier_tot._plumbing.artifact import META_FILE, ToTArtifact, building, read_meta
 from pyterrier_tot.decomposition.pipeline import DecompositionPipeline
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
 from pyterrier_tot.errors import CorruptArtifactError, DatasetUnavailableError
+from pyterrier_tot.models.fingerprint import model_fingerprint
 
 RECIPE_FILE = "recipe.json"
 #: Bump when the folder's layout or ``recipe.json`` changes in a way an older reader would misread.
@@ -205,8 +205,7 @@ class RecipeArtifact(ToTArtifact, pt.Transformer):
         return str(Path(self.path) / "weights" / self.spec["weights"])
 
     def _build(self, index, only: Optional[Sequence[str]]) -> DecompositionPipeline:
-        from pyterrier_tot.recipe.assembly import build_pipeline
-        from pyterrier_tot.recipe.density_prior import recipe_priors
+        from pyterrier_tot.recipe.assembly import build_pipeline, recipe_priors
 
         s, models = self.spec, self.models()
         bases = {n: models[n] for n in s["bases"]}

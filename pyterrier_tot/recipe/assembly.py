@@ -14,10 +14,11 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import pyterrier as pt
 
 from pyterrier_tot.decomposition.date_expert import DateExpert
+from pyterrier_tot.decomposition.density_prior import DENSITY_K, DensityPrior
 from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert
 from pyterrier_tot.decomposition.pipeline import DecompositionPipeline, decomposition_pipeline
 from pyterrier_tot.normalise import LinearFusion
-from pyterrier_tot.recipe.bases import encoding_precision
+from pyterrier_tot.recipe.bases import as_bases, base_expert_name, encoding_precision
 from pyterrier_tot.recipe.protocol import as_path
 
 #: Depth of the base retriever and of each expert / BM25 retrieval joining the candidates.
@@ -26,6 +27,10 @@ BASE_K, EXPERT_K = 100, 50
 DEPTH = 1000
 #: With several fine-tuned bases, how deep each retrieves before their scores are summed for the candidates.
 MULTI_BASE_DEPTH = 1000
+#: The bases whose recipe weighs the density prior (:class:`~pyterrier_tot.decomposition.density_prior.DensityPrior`)
+#: beside its experts, with its k. Admitted inside the tuning slice (30 random halves, fit on one and measure on the
+#: other, against the default without it: ``benchmarks/recipe/results/density.md``); MiniLM was not tried.
+RECIPE_PRIORS: Dict[str, int] = {"mpnet": DENSITY_K}
 #: What ``fine_tuned`` may be: True (train / reuse the bases), a model folder, {expert name: folder}, or None.
 FineTuned = Union[bool, str, Path, Dict[str, str], None]
 
@@ -159,7 +164,7 @@ def training_free_experts(index, base: str = "nomic") -> Tuple[Dict[str, str], L
     """What :func:`training_free_pipeline` is built from: ``{base expert name: model}`` and the names of the
     experts it keeps (nothing is built here). A model that is not here raises
     :class:`~pyterrier_tot.errors.ModelUnavailableError` at once, saying how to get it."""
-    from pyterrier_tot.models import DEFAULT_MODEL, model_identity, resolve_model
+    from pyterrier_tot.models.loading import DEFAULT_MODEL, model_identity, resolve_model
     from pyterrier_tot.recipe.bases import _slug
 
     resolve_model(base)
@@ -167,3 +172,16 @@ def training_free_experts(index, base: str = "nomic") -> Tuple[Dict[str, str], L
     fine_tuned = {f"dense_{_slug(base)}": model}
     same = model == model_identity(DEFAULT_MODEL)
     return fine_tuned, [n for n in recipe_experts(index, fine_tuned)[0] if not (same and n == "dense")]
+
+
+def recipe_priors(index, base: Union[str, Sequence[str]],
+                  fine_tuned: Optional[Dict[str, str]]) -> Dict[str, DensityPrior]:
+    """``{"density": DensityPrior}`` over the fine-tuned model of ``base`` when it is one model named in
+    :data:`RECIPE_PRIORS` and ``fine_tuned`` ({expert name: folder}) holds it; else ``{}`` (several bases, a base
+    the prior was not tried with, no fine-tuned model)."""
+    found = as_bases(base)
+    ks = {base_expert_name(model): k for model, k in RECIPE_PRIORS.items()}
+    name = base_expert_name(found[0])
+    if len(found) != 1 or name not in ks or name not in (fine_tuned or {}):
+        return {}
+    return {"density": DensityPrior(index, fine_tuned[name], k=ks[name], precision=encoding_precision(name))}

@@ -21,11 +21,24 @@ import platform
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 
-from pyterrier_tot import bars
+from pyterrier_tot import console as bars
+from pyterrier_tot.decomposition.field_expert import FieldExpert
+from pyterrier_tot.recipe.assembly import BASE_K, EXPERT_K, recipe_experts, recipe_priors
+from pyterrier_tot.recipe.bases import (
+    DEFAULT_BASE,
+    as_bases,
+    base_dir,
+    base_expert_name,
+    base_settings,
+    default_helpers,
+    hub_name,
+)
+from pyterrier_tot.recipe.protocol import TUNING_QUERIES, complete_model, train_data
+from pyterrier_tot.recipe.weights import FIT_BAGS, fitted_weights
 
 #: Seconds of one bootstrap ascent of the fuser on 300 queries (30 are averaged) and of scoring one tuning query
 #: with one BM25 / date / prior expert, measured on the reference machine (two AMD EPYC cores with native bf16,
@@ -93,7 +106,7 @@ class RecipePlan:
 
 
 def _cache_dir():
-    from pyterrier_tot._util import cache_dir
+    from pyterrier_tot._plumbing.util import cache_dir
 
     return cache_dir()
 
@@ -118,7 +131,7 @@ def busy_note(load: Optional[Tuple[float, int]]) -> Optional[str]:
 def fetch_step(model: str) -> Optional[Step]:
     """A step fetching ``model`` when it is not on this machine (None when it is), saying how."""
     from pyterrier_tot.errors import ModelUnavailableError
-    from pyterrier_tot.models import resolve_model
+    from pyterrier_tot.models.loading import resolve_model
 
     try:
         resolve_model(model)
@@ -142,7 +155,7 @@ def machine() -> str:
     """This machine as the plan names it: the GPU, or the CPU cores and whether they run bf16 natively."""
     import torch
 
-    from pyterrier_tot.models import native_bf16
+    from pyterrier_tot.models.loading import native_bf16
 
     if torch.cuda.is_available():
         return torch.cuda.get_device_name(0)
@@ -161,8 +174,8 @@ def training_step_seconds(model: str, batch_size: int, max_seq_length: int, amp:
     from sentence_transformers import InputExample, SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    from pyterrier_tot.bars import quiet_loading
-    from pyterrier_tot.models import resolve_model, training_device
+    from pyterrier_tot.console import quiet_loading
+    from pyterrier_tot.models.loading import resolve_model, training_device
     from pyterrier_tot.recipe.training_loop import freeze_lower_layers
 
     device = training_device()
@@ -193,7 +206,7 @@ def training_step_seconds(model: str, batch_size: int, max_seq_length: int, amp:
 @functools.lru_cache(maxsize=32)
 def encoding_seconds(model: str, texts: Tuple[str, ...], precision: str = "fp32") -> float:
     """Seconds per text for ``model`` to encode texts like ``texts`` on this machine (the first batch warms up)."""
-    from pyterrier_tot.models import load_biencoder
+    from pyterrier_tot.models.loading import load_biencoder
 
     enc = load_biencoder(model, precision=precision)
     batch = 16
@@ -226,13 +239,12 @@ def training_step(t: Training, cached: bool) -> Step:
     if cached:
         return Step("train", f"the {t.model} {t.role} ({Path(t.folder).name})", True)
     from pyterrier_tot.errors import ModelUnavailableError
-    from pyterrier_tot.recipe.bases import _hub_name
 
     try:
-        per_step = training_step_seconds(_hub_name(t.model), s["batch_size"], s["max_seq_length"], bool(s["amp"]),
+        per_step = training_step_seconds(hub_name(t.model), s["batch_size"], s["max_seq_length"], bool(s["amp"]),
                                          int(s.get("freeze_layers", 0)), t.sample)
     except ModelUnavailableError:  # the plan lists the fetch first; the steps are timed once the model is here
-        return Step("train", what, False, 0.0, f"timed once {Path(_hub_name(t.model)).name} is fetched",
+        return Step("train", what, False, 0.0, f"timed once {Path(hub_name(t.model)).name} is fetched",
                     ("training",), timed=False)
     # the loop's own cost beside the steps: loading, an epoch's batching, saving each checkpoint
     seconds = steps * per_step + 10 * t.runs
@@ -268,20 +280,22 @@ def encoding_steps(index, parts: Sequence[Tuple[str, Tuple[str, ...], Optional[i
 
 def expert_parts(experts: Dict[str, object], labels: Optional[Dict[Optional[str], str]] = None
                  ) -> Tuple[List[Tuple[str, ...]], Dict[tuple, str]]:
-    """What ``experts`` read: the field sets of their BM25 indexes, and their dense parts as {(model, fields,
-    max_chars, precision): label} (``labels``: a model's label; default the expert's name, or MiniLM's)."""
-    from pyterrier_tot.decomposition.field_expert import FieldExpert
-
+    """What ``experts`` read, as each says (its ``index_parts()``, e.g.
+    :meth:`~pyterrier_tot.decomposition.field_expert.FieldExpert.index_parts`; a stage without one reads nothing
+    to build): the field sets of their BM25 indexes, and their dense parts as {(model, fields, max_chars,
+    precision): label} (``labels``: a model's label; default the expert's name, or MiniLM's)."""
     labels = labels or {}
-    bm25 = sorted({e.book_fields for e in experts.values() if isinstance(e, FieldExpert) and e.backend == "bm25"})
-    parts: Dict[tuple, str] = {}
+    bm25, parts = set(), {}
     for name, e in experts.items():
-        if isinstance(e, FieldExpert) and e.backend == "dense":
-            model = None if e.model is None else str(e.model)
+        for part in e.index_parts() if hasattr(e, "index_parts") else ():
+            if part[0] == "bm25":
+                bm25.add(tuple(part[1]))
+                continue
+            _, model, fields, max_chars, precision = part
             label = labels.get(model, f"{name} expert ({'MiniLM' if model is None else Path(model).name}, "
-                                      f"{'+'.join(e.book_fields)})")
-            parts.setdefault((model, e.book_fields, e.max_chars, e.precision or "fp32"), label)
-    return bm25, parts
+                                      f"{'+'.join(fields)})")
+            parts.setdefault((model, tuple(fields), max_chars, precision), label)
+    return sorted(bm25), parts
 
 
 def bm25_step(index, bm25: Sequence[Tuple[str, ...]]) -> Step:
@@ -300,16 +314,20 @@ def index_plan(index, experts: Dict[str, object], title: str) -> RecipePlan:
     return RecipePlan(steps, machine(), title)
 
 
-def build_steps(index, plan: RecipePlan) -> None:
+def build_steps(index, plan: RecipePlan, progress: Optional["RecipeProgress"] = None) -> None:
     """Build what the index steps of ``plan`` (:func:`index_plan`) list, as they list it: a plan that said what
-    would be built is true, whichever parts the first request happens to need."""
+    would be built is true, whichever parts the first request happens to need. ``progress``: each is a step of
+    that display."""
     for s in plan.todo:
-        if s.kind == "index":
-            for fields in s.args:
-                index.bm25(fields)
-        elif s.kind == "encode":
-            model, fields, max_chars, precision = s.args
-            index.flex_index(model, fields, max_chars, precision=precision)
+        if s.kind not in ("index", "encode"):
+            continue
+        with progress.step(s) if progress is not None else contextlib.nullcontext():
+            if s.kind == "index":
+                for fields in s.args:
+                    index.bm25(fields)  # the PISA index and its BM25 score files
+            else:
+                model, fields, max_chars, precision = s.args
+                index.flex_index(model, fields, max_chars, precision=precision)
 
 
 def fit_step(n_queries: int, experts: Dict[str, object], bags: int, query_seconds: Dict[str, float],
@@ -329,7 +347,7 @@ def fit_step(n_queries: int, experts: Dict[str, object], bags: int, query_second
 # ----------------------------------------------------------------------------------------------- progress
 class RecipeProgress:
     """One progress bar over a plan, in estimated seconds: inside :meth:`step`, the library loops of that step
-    (:func:`pyterrier_tot.bars.observe`) move it in proportion to their own progress; the bar's remaining time is
+    (:func:`pyterrier_tot.console.observe`) move it in proportion to their own progress; the bar's remaining time is
     the plan's estimate scaled by the pace seen so far. Shown only with something to do and bars enabled."""
 
     def __init__(self, plan: RecipePlan, enabled: bool = True):
@@ -379,8 +397,6 @@ def query_sample(topics: pd.DataFrame, n: int = ENCODE_SAMPLE) -> Tuple[str, ...
 
 
 def folder_done(folder: Optional[str]) -> bool:
-    from pyterrier_tot.recipe.protocol import complete_model
-
     return folder is not None and complete_model(Path(folder))
 
 
@@ -397,3 +413,99 @@ def fit_cpu_factor() -> float:
 
 def rounded_minutes(seconds: float) -> int:
     return int(math.ceil(seconds / 60.0))
+
+
+# ----------------------------------------------------------------------------------------------- the recipe's plan
+class Trainings:
+    """The models a recipe call would train: each base and helper (a :class:`Training`: its folder, settings and
+    a sample of its training examples), over ``dataset``'s training queries outside the tuning slice of ``n``."""
+
+    def __init__(self, dataset, index, base, helpers, train_settings: Optional[dict], n: int,
+                 helper_settings: Optional[dict] = None):
+        from pyterrier_tot.recipe.bases import _corpus
+        from pyterrier_tot.recipe.expert_training import build_pairs
+
+        self.dataset, self.index, self.n = dataset, index, n
+        rest, qrels = train_data(dataset, "rest", n)
+        pairs = build_pairs(rest, qrels, _corpus(dataset, index))
+        sample = frame_sample(pairs)
+
+        def one(model, role, settings):
+            cfg = base_settings(model, **settings)
+            return Training(role, model, str(base_dir(dataset, model, n, **settings)), cfg, len(pairs), sample,
+                            int(cfg["soup"]))
+
+        self.bases = [one(m, "base", dict(train_settings or {})) for m in as_bases(base)]
+        self.helpers = [one(m, "helper", dict(helper_settings or {})) for m in helpers]
+
+    @property
+    def all(self) -> List[Training]:
+        return self.bases + self.helpers
+
+    def done(self) -> bool:
+        """Whether every model is trained and cached already."""
+        return all(folder_done(t.folder) for t in self.all)
+
+
+def recipe_plan(dataset, index=None, base: Union[str, Sequence[str]] = DEFAULT_BASE,
+                helpers: Union[None, Sequence[str]] = None, train_settings: Optional[dict] = None,
+                n: int = TUNING_QUERIES, k: int = BASE_K, expert_k: int = EXPERT_K, density: bool = True,
+                normalise: str = "minmax", title: str = "the recipe",
+                helper_settings: Optional[dict] = None) -> RecipePlan:
+    """What ``tuned_pipeline(dataset, index, base=base, ...)`` would do on this machine and what is cached
+    (:class:`RecipePlan`); nothing is trained or encoded, but the models to train and encode are timed on a few
+    steps here (a minute or so on a CPU when mpnet is to train)."""
+    from pyterrier_tot.index import BookIndex
+
+    index = index if index is not None else BookIndex(dataset)
+    helpers = default_helpers(base) if helpers is None else helpers
+    work = Trainings(dataset, index, base, helpers, train_settings, n, helper_settings)
+    return recipe_steps(work, base, k, expert_k, density, normalise, title)[0]
+
+
+def recipe_steps(work: Trainings, base, k: int, expert_k: int, density: bool, normalise: str, title: str,
+                 say=None) -> Tuple[RecipePlan, Dict[object, Step]]:
+    """The plan of a recipe call that would train ``work`` (:func:`recipe_plan`), and its steps by what
+    ``tuned_pipeline`` runs them under: a model's folder, ``"bm25"``, ``("dense", model, fields, max_chars,
+    precision)``, ``"fit"``. ``say``: called with a line before the timing starts, when there is something to time.
+    What each expert reads is asked of the expert itself (``index_parts()``)."""
+    from pyterrier_tot.errors import ModelUnavailableError
+
+    index, dataset, n = work.index, work.dataset, work.n
+    steps: Dict[object, Step] = {}
+    if say and not work.done():
+        say(f"{title}: timing a few training steps and a book sample here, to say what the first call costs...")
+    for t in work.all:  # a model to train that is not on this machine: fetching it comes first
+        fetch = None if folder_done(t.folder) else fetch_step(hub_name(t.model))
+        if fetch is not None:
+            steps.setdefault(("fetch", fetch.what), fetch)
+    for t in work.all:
+        steps[t.folder] = training_step(t, folder_done(t.folder))
+    fts = {base_expert_name(t.model): t.folder for t in work.bases}
+    helpers = {base_expert_name(t.model): t.folder for t in work.helpers}
+    experts, _, _ = recipe_experts(index, fts, helpers)
+    priors = recipe_priors(index, base, fts) if density else {}
+    experts.update(priors)
+    labels = {**{t.folder: f"{t.model} base" for t in work.bases},
+              **{t.folder: f"{t.model} helper" for t in work.helpers}}
+    bm25, parts = expert_parts(experts, labels)
+    steps["bm25"] = bm25_step(index, bm25)
+    timing = {t.folder: hub_name(t.model) for t in work.all}
+    for key, s in zip(parts, encoding_steps(index, [(*key, label) for key, label in parts.items()], timing)):
+        steps[("dense", *key)] = s
+    weights = fitted_weights(dataset, index, fts, n=n, k=k, expert_k=expert_k, extra_experts=priors or None,
+                             helpers=helpers or None, normalise=normalise, fit=False) if work.done() else None
+    tuning = train_data(dataset, "tuning", n)[0]
+    query_s = {}
+    for name, e in experts.items() if weights is None else ():
+        # a field expert encodes each query (the full query, or a clue of a few words) with its dense model
+        dense = [p for p in e.index_parts() if p[0] == "dense"] if isinstance(e, FieldExpert) else []
+        for _, model, _, _, precision in dense[:1]:
+            try:
+                per = encoding_seconds(timing.get(model, model), query_sample(tuning), precision)
+            except ModelUnavailableError:  # still to fetch (a step of the plan): the reference's rate
+                continue
+            query_s[name] = per * (1.0 if e.field == "query" else 0.3)
+    factor = fit_cpu_factor() if weights is None else 1.0
+    steps["fit"] = fit_step(len(tuning), experts, FIT_BAGS, query_s, factor, weights is not None)
+    return RecipePlan(list(steps.values()), machine(), title), steps

@@ -1,14 +1,18 @@
-"""A second stage for the recipe: a cross-encoder that starts from the recipe's fine-tuned base encoder (its
-weights; the one-number scoring head is new) and learns from the recipe's *own* near misses, then re-scores the
-recipe's top ``k``::
+"""Second stages for the recipe, trained on near misses: a cross-encoder (one trainer; ``negatives=`` says how
+its negatives are mined) and a bi-encoder re-ranker.
 
-    from pyterrier_tot.recipe import tuned as recipe
-    from pyterrier_tot.recipe import second_stage
+The cross-encoder starts from the recipe's fine-tuned base encoder (its weights; the one-number scoring head is
+new) and learns from the recipe's *own* near misses, then re-scores the recipe's top ``k``::
+
+    from pyterrier_tot import recipe
     from pyterrier_tot.rerank.cross_encoder import CrossEncoderReranker
 
     pipe = recipe.tuned_pipeline(ds, index, base="minilm")
-    ce = second_stage.recipe_cross_encoder(ds, index, base="minilm")   # trains once (~29 min on 2 CPU cores)
+    ce = recipe.recipe_cross_encoder(ds, index, base="minilm")   # trains once (~29 min on 2 CPU cores)
     two = pipe >> CrossEncoderReranker(ce, index, k=20, alpha=0.3)
+
+``negatives="bm25+dense"`` trains one without the recipe: MiniLM's weights with a new head, negatives mined by
+BM25 and zero-shot MiniLM (:func:`cross_encoder_groups`), settings :data:`CE_NEGATIVES` ... :data:`CE_STEPS`.
 
 Training data: the training queries outside the tuning slice (what the base learned from too), each with its gold
 book and ``n_negatives`` books drawn (seeded) from the recipe's top ``mine_depth``, gold excluded. A base that
@@ -19,7 +23,7 @@ on the tuning slice (``benchmarks/second_stage/second_stage.py``, which also say
 The bi-encoder re-ranker learns from the same kind of near misses but keeps the base's way of scoring (no new
 head): a second model trained from the base, weighed against the recipe's score over its top ``k``::
 
-    two = recipe.tuned_pipeline(ds, index) >> second_stage.reranker_stage(ds, index)
+    two = recipe.tuned_pipeline(ds, index) >> recipe.reranker_stage(ds, index)
 
 Neither is part of the default recipe: on Reddit-TOMT validation neither raised R@5 and MRR beyond noise
 (``benchmarks/second_stage/results/second_stage*.md``, ``rerank_device.md``).
@@ -27,15 +31,17 @@ Neither is part of the default recipe: on Reddit-TOMT validation neither raised 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import warnings
 from pathlib import Path
 from typing import List, Optional
 
 import pyterrier as pt
 
-from pyterrier_tot._artifact import train_once
-from pyterrier_tot._cache_key import cache_key
-from pyterrier_tot._util import cache_folder
+from pyterrier_tot._plumbing.artifact import train_once
+from pyterrier_tot._plumbing.cache_key import cache_key
+from pyterrier_tot._plumbing.util import cache_folder
+from pyterrier_tot.recipe.hard_negatives import HN_DEPTH
 from pyterrier_tot.recipe.protocol import (
     TUNING_QUERIES,
     check_trained_on,
@@ -46,20 +52,102 @@ from pyterrier_tot.recipe.protocol import (
     training_record,
 )
 
+#: How :func:`recipe_cross_encoder` mines its negatives: ``"recipe"``, the recipe's own near misses (the model starts
+#: from the recipe's fine-tuned base; settings :data:`SETTINGS`), or ``"bm25+dense"``, those of BM25 and zero-shot
+#: MiniLM (the model starts from MiniLM's weights; no recipe needed; settings ``CE_*``).
+NEGATIVES = ("recipe", "bm25+dense")
+
 #: How the recipe's cross-encoder is trained (``recipe_cross_encoder``'s defaults; ``max_steps`` None: whole
 #: epochs). Chosen and timed on the MiniLM base (``benchmarks/second_stage/second_stage.py``); not tried from mpnet.
 SETTINGS = dict(n_negatives=3, mine_depth=20, epochs=1, lr=5e-5, head_lr=1e-3, batch_queries=4, max_length=320,
                 max_query_tokens=160, max_steps=None)
 
 
-def model_dir(base: str, **settings) -> Path:
-    """The cache folder of the cross-encoder trained from ``base`` (a model folder) with ``settings``."""
+def recipe_cross_encoder_dir(base: str, **settings) -> Path:
+    """The cache folder of the cross-encoder trained from ``base`` (a model folder) with ``settings`` on the
+    recipe's own near misses (``negatives="recipe"``)."""
     s = {**SETTINGS, **settings}
     return cache_folder(f"ce-on-{Path(base).name}-recipe-top{s['mine_depth']}-neg{s['n_negatives']}"
                         f"-L{s['max_length']}q{s['max_query_tokens']}-b{s['batch_queries']}"
                         f"-lr{s['lr']:g}" + (f"-h{s['head_lr']:g}" if s["head_lr"] else "")
                         + f"-e{s['epochs']}"
                         + (f"-s{s['max_steps']}" if s["max_steps"] else ""))
+
+
+
+#: Kept for older callers: :func:`recipe_cross_encoder_dir`'s name before the two cross-encoder trainers became one.
+model_dir = recipe_cross_encoder_dir
+
+#: ``negatives="bm25+dense"``: negatives per query, sequence lengths, steps (the CPU budget; None = 1 epoch).
+CE_NEGATIVES, CE_MAX_LENGTH, CE_QUERY_TOKENS, CE_STEPS = 3, 160, 96, 100
+
+
+def cross_encoder_groups(dataset, index, n_negatives: int = CE_NEGATIVES, depth: int = HN_DEPTH, seed: int = 0,
+                         n: int = TUNING_QUERIES) -> list:
+    """(query, gold text, negative texts) groups on the training queries outside the tuning slice, negatives
+    mined from BM25 and zero-shot MiniLM (gold excluded), in a seeded random order (``negatives="bm25+dense"``)."""
+    from pyterrier_tot.recipe.expert_training import build_examples
+    from pyterrier_tot.recipe.hard_negatives import mine_hard_negatives, sample_negatives
+
+    rest, qrels = train_data(dataset, "rest", n)
+    mined = mine_hard_negatives(rest, qrels, {"bm25": index.bm25(), "dense": index.dense()}, depth=depth)
+    examples = build_examples(rest, qrels, index.corpus, sample_negatives(mined, n_negatives, seed=seed), n_negatives)
+    return [(ex[0], ex[1], list(ex[2:])) for ex in examples]
+
+
+def cross_encoder_dir(dataset, n_negatives: int = CE_NEGATIVES, max_steps: Optional[int] = CE_STEPS,
+                      max_length: int = CE_MAX_LENGTH, max_query_tokens: int = CE_QUERY_TOKENS,
+                      n: int = TUNING_QUERIES, **train_kwargs):
+    """The cache folder of the cross-encoder trained with ``negatives="bm25+dense"``: its name carries every
+    setting."""
+    batch = train_kwargs.get("batch_queries", 4)
+    tail = f"-lr{train_kwargs['lr']:g}" if "lr" in train_kwargs else ""   # other settings follow the older name
+    tail += "".join(f"-{k.replace('_', '')}{v:g}" if isinstance(v, float) else f"-{k.replace('_', '')}{v}"
+                    for k, v in sorted(train_kwargs.items()) if k not in ("lr", "batch_queries") and v is not None)
+    tail += "" if max_query_tokens == CE_QUERY_TOKENS else f"-Q{max_query_tokens}"  # the default keeps older names
+    return cache_folder(f"ce-minilm-{dataset_tag(dataset)}-train-minus-fit{n}-neg{n_negatives}-L{max_length}"
+                        f"-b{batch}-s{max_steps or 'epoch'}{tail}")
+
+
+def _bm25_dense_cross_encoder(dataset, index=None, n_negatives: int = CE_NEGATIVES,
+                              max_steps: Optional[int] = CE_STEPS, max_length: int = CE_MAX_LENGTH,
+                              max_query_tokens: int = CE_QUERY_TOKENS, n: int = TUNING_QUERIES, train: bool = True,
+                              verbose: bool = True, **train_kwargs) -> Optional[str]:
+    """``recipe_cross_encoder(negatives="bm25+dense")``: MiniLM weights with a new head, trained on the training
+    queries outside the tuning slice with negatives mined by BM25 and zero-shot MiniLM."""
+    from pyterrier_tot.index import BookIndex
+    from pyterrier_tot.rerank.cross_encoder import train_cross_encoder
+
+    out = cross_encoder_dir(dataset, n_negatives, max_steps, max_length, max_query_tokens, n, **train_kwargs)
+    rest = train_data(dataset, "rest", n)[0]
+
+    def cached() -> Optional[str]:
+        if not (out / "pt_meta.json").is_file():
+            return None
+        check_trained_on(out, rest, ours=True)  # one trained on other queries or texts is refused
+        return str(out)
+
+    def make() -> str:
+        groups = cross_encoder_groups(dataset, index if index is not None else BookIndex(dataset), n_negatives, n=n)
+        if verbose:
+            print(f"training the cross-encoder on {len(groups)} groups ({max_steps or 'all'} steps) into {out}")
+        train_cross_encoder(groups, out, n_negatives=n_negatives, max_steps=max_steps, max_length=max_length,
+                            max_query_tokens=max_query_tokens,
+                            extra_metadata={"mined_from": ["bm25", "dense zero-shot"], **training_record(rest)},
+                            **train_kwargs)
+        return str(out)
+
+    return train_once(out, cached, make) if train else cached()
+
+
+def fine_tuned_cross_encoder(dataset, index=None, *args, **kwargs) -> Optional[str]:
+    """Deprecated: ``recipe_cross_encoder(dataset, index, negatives="bm25+dense", ...)``, which takes the same
+    settings (``n_negatives``, ``max_steps``, ``max_length``, ``max_query_tokens``, ``n``, ``train``, ``verbose``,
+    and training settings such as ``lr``) by name."""
+    warnings.warn("fine_tuned_cross_encoder(...) is recipe_cross_encoder(..., negatives='bm25+dense') now; call that",
+                  DeprecationWarning, stacklevel=2)
+    bound = inspect.signature(_bm25_dense_cross_encoder).bind(dataset, index, *args, **kwargs)
+    return _bm25_dense_cross_encoder(*bound.args, **bound.kwargs)
 
 
 #: The bi-encoder re-ranker (``recipe_reranker``): a second model trained from the base on the recipe's near misses
@@ -148,40 +236,55 @@ def _base_folder(who: str, dataset, index, base, defaults: dict, settings: dict,
     """(settings, index, the fine-tuned base folder or None) for a model trained from the recipe's one ``base``;
     unknown settings and several bases are refused, naming ``who``."""
     from pyterrier_tot.index import BookIndex
-    from pyterrier_tot.recipe import tuned as recipe
+    from pyterrier_tot.recipe.bases import DEFAULT_BASE, as_bases, fine_tuned_bases
 
     unknown = set(settings) - set(defaults)
     if unknown:
         raise ValueError(f"{who}: unknown settings {sorted(unknown)}; expected some of {sorted(defaults)}")
-    base = recipe.DEFAULT_BASE if base is None else base
-    if len(recipe.as_bases(base)) != 1:
+    base = DEFAULT_BASE if base is None else base
+    if len(as_bases(base)) != 1:
         raise ValueError(f"{who}: base must name one model (the encoder it starts from), not {base!r}")
     index = index if index is not None else BookIndex(dataset)
-    folder = recipe.fine_tuned_bases(dataset, index, base, train=train, verbose=verbose, n=n,
-                                     **(train_settings or {}))
+    folder = fine_tuned_bases(dataset, index, base, train=train, verbose=verbose, n=n, **(train_settings or {}))
     return {**defaults, **settings}, index, (next(iter(folder.values())) if len(folder) == 1 else None)
 
 
 def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train: bool = True, verbose: bool = True,
                          pipeline: Optional[pt.Transformer] = None, run=None, n: int = TUNING_QUERIES,
-                         train_settings: Optional[dict] = None, **settings) -> Optional[str]:
+                         train_settings: Optional[dict] = None, negatives: str = "recipe",
+                         **settings) -> Optional[str]:
     """The folder of the recipe's cross-encoder over ``dataset`` (trained when missing; ``train=False``: ``None`` when
-    not cached). ``base``: the recipe's base model name (default ``recipe.DEFAULT_BASE``; ``train_settings``:
-    overrides for its training, as in ``tuned_pipeline``); ``pipeline``: the recipe to mine with (default
-    ``tuned_pipeline(dataset, index, base=base)``); ``run``: its ranking of the training queries, when already
-    computed; ``n``: the tuning slice's size; ``settings``: overrides of :data:`SETTINGS`."""
-    from pyterrier_tot.recipe import tuned as recipe
+    not cached). ``negatives`` (:data:`NEGATIVES`): ``"recipe"`` (default), the recipe's own near misses, from its
+    fine-tuned ``base``; ``"bm25+dense"``, those of BM25 and zero-shot MiniLM, from MiniLM's weights (settings
+    ``n_negatives``, ``max_steps``, ``max_length``, ``max_query_tokens`` and training settings such as ``lr``, all
+    in the folder's name; ``base``, ``pipeline``, ``run`` and ``train_settings`` do not apply). With
+    ``negatives="recipe"``: ``base``: the recipe's base model name (default
+    :data:`~pyterrier_tot.recipe.bases.DEFAULT_BASE`; ``train_settings``: overrides for its training, as in
+    ``tuned_pipeline``); ``pipeline``: the recipe to mine with (default ``tuned_pipeline(dataset, index,
+    base=base)``); ``run``: its ranking of the training queries, when already computed; ``settings``: overrides
+    of :data:`SETTINGS`. ``n``: the tuning slice's size."""
+    from pyterrier_tot.recipe.tuned import tuned_pipeline
     from pyterrier_tot.rerank.cross_encoder import train_cross_encoder
+
+    if negatives not in NEGATIVES:
+        raise ValueError(f"recipe_cross_encoder: negatives must be one of {NEGATIVES}, not {negatives!r}")
+    if negatives == "bm25+dense":
+        recipe_only = [k for k, v in (("base", base), ("pipeline", pipeline), ("run", run),
+                                      ("train_settings", train_settings)) if v is not None]
+        if recipe_only:
+            raise ValueError(f"recipe_cross_encoder(negatives='bm25+dense') starts from MiniLM and mines with BM25 "
+                             f"and zero-shot MiniLM; {recipe_only} apply to negatives='recipe' only")
+        return _bm25_dense_cross_encoder(dataset, index, n=n, train=train, verbose=verbose, **settings)
 
     s, index, base_path = _base_folder("recipe_cross_encoder", dataset, index, base, SETTINGS, settings, train,
                                        verbose, n, train_settings)
     if base_path is None:
         return None
-    out = model_dir(base_path, **s)
+    out = recipe_cross_encoder_dir(base_path, **s)
     rest = train_data(dataset, "rest", n)[0]
     def default_miner():  # mined as designed: the base's recipe alone
-        return recipe.tuned_pipeline(dataset, index, base=base, verbose=verbose, n=n, train_settings=train_settings,
-                                     helpers=())
+        return tuned_pipeline(dataset, index, base=base, verbose=verbose, n=n, train_settings=train_settings,
+                              helpers=())
 
     def cached() -> Optional[str]:
         if not complete_model(out):
@@ -222,16 +325,17 @@ def recipe_reranker(dataset, index=None, base: Optional[str] = None, train: bool
                     train_settings: Optional[dict] = None, **settings) -> Optional[str]:
     """The folder of the recipe's bi-encoder re-ranker over ``dataset`` (trained when missing: about 2.5 h on two
     CPU cores for mpnet, a minute on a GPU; ``train=False``: ``None`` when not cached). It starts from the
-    recipe's fine-tuned ``base`` (default ``recipe.DEFAULT_BASE``) and learns from the default recipe's ranking
-    of the training queries outside the tuning slice (``run``: that ranking, when already computed);
+    recipe's fine-tuned ``base`` (default :data:`~pyterrier_tot.recipe.bases.DEFAULT_BASE`) and learns from the
+    default recipe's ranking of the training queries outside the tuning slice (``run``: that ranking, when already
+    computed);
     ``train_settings``: overrides for the base's training, as in ``tuned_pipeline``; ``settings``: overrides of
     :data:`RERANKER_TRAINING` (``k`` and ``alpha`` belong to :func:`reranker_stage`). The model records the
     near misses it learnt from (:func:`run_digest`); a cached one learnt from another ranking's is refused (one
     learnt from the default's, asked for without ``run``, is not checked; one learnt from a ``run``, asked for
     without one, is checked against the default recipe's ranking, computed for it)."""
     from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor, clue_form_queries
-    from pyterrier_tot.recipe import tuned as recipe
     from pyterrier_tot.recipe.expert_training import train_biencoder
+    from pyterrier_tot.recipe.tuned import tuned_pipeline
 
     s, index, base_path = _base_folder("recipe_reranker", dataset, index, base, RERANKER_TRAINING, settings, train,
                                        verbose, n, train_settings)
@@ -241,8 +345,8 @@ def recipe_reranker(dataset, index=None, base: Optional[str] = None, train: bool
     rest, qrels = train_data(dataset, "rest", n)
 
     def default_run():  # (what ranks, its ranking of the training rest) as designed: the default recipe
-        pipe = recipe.tuned_pipeline(dataset, index, base=base, verbose=verbose, n=n, train_settings=train_settings,
-                                     train=train)  # train=False: a lookup never trains or fits what it checks with
+        pipe = tuned_pipeline(dataset, index, base=base, verbose=verbose, n=n, train_settings=train_settings,
+                              train=train)  # train=False: a lookup never trains or fits what it checks with
         return repr(pipe), (pipe % (2 * s["mine_depth"]))(rest)
 
     given = {"mined_by": "a ranking passed as run=", "run": run}

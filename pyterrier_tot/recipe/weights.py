@@ -1,10 +1,10 @@
 """The recipe's fitted weights: the fuser's weights fitted on the tuning slice, cached under a key that names
 everything they were fitted with, and the LambdaMART fuser fitted the same way.
 
-The key (:func:`_weights_path`) holds the data set, the corpus fingerprint, the bases' and helpers' weights
+The key (:func:`weights_path`) holds the data set, the corpus fingerprint, the bases' and helpers' weights
 fingerprints, the slice, the objective, the bags, the extra experts' settings (their
-:func:`~pyterrier_tot._cache_key.cache_key`, never their reprs) and, where it acts, the date and author experts:
-weights fitted for one setting are never read back for another (docs/robustness.rst). Weights fitted before the
+:func:`~pyterrier_tot._plumbing.cache_key.cache_key`, never their reprs) and, where it acts, the date and author
+experts: weights fitted for one setting are never read back for another (docs/robustness.rst). Weights fitted before the
 extra experts were keyed by settings (keyed by their reprs) are found under their old key and copied to the new
 one, with a warning naming both.
 """
@@ -20,12 +20,12 @@ from typing import Dict, List, Optional, Tuple, Union
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot._artifact import building, train_once
-from pyterrier_tot._cache_key import cache_key
-from pyterrier_tot._fingerprint import configs, model_fingerprint, record_configs, reuse_fit
-from pyterrier_tot._util import cache_folder
+from pyterrier_tot._plumbing.artifact import building, train_once
+from pyterrier_tot._plumbing.cache_key import cache_key
+from pyterrier_tot._plumbing.util import cache_folder
 from pyterrier_tot.decomposition.pipeline import DecompositionPipeline
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
+from pyterrier_tot.models.fingerprint import configs, model_fingerprint, record_configs, reuse_fit
 from pyterrier_tot.recipe.assembly import (
     BASE_K,
     EXPERT_K,
@@ -81,12 +81,16 @@ def tuning_data(dataset, n: int = TUNING_QUERIES) -> Tuple[pd.DataFrame, pd.Data
     return train_data(dataset, "tuning", n)
 
 
-def _weights_path(ds_name: str, index, fine_tuned: FineTuned, n: int, seed: int, k: int, expert_k: int,
-                  extra_experts: Optional[Dict[str, pt.Transformer]] = None, bags: int = FIT_BAGS,
-                  helpers: Optional[Dict[str, str]] = None, tuning_text: Optional[str] = None,
-                  normalise: str = "minmax", legacy: bool = False) -> Path:
-    """The folder of the fitted weights for these settings. ``legacy``: the folder the same fit had when extra
-    experts were keyed by their reprs (for :func:`_migrate_legacy`)."""
+def weights_path(ds_name: str, index, fine_tuned: FineTuned = None, n: int = TUNING_QUERIES, seed: int = TUNING_SEED,
+                 k: int = BASE_K, expert_k: int = EXPERT_K, extra_experts: Optional[Dict[str, pt.Transformer]] = None,
+                 bags: int = FIT_BAGS, helpers: Optional[Dict[str, str]] = None, tuning_text: Optional[str] = None,
+                 normalise: str = "minmax", legacy: bool = False) -> Path:
+    """Where the fuser weights fitted with these settings live (the folder :func:`fitted_weights` reads and
+    writes; it need not exist): a cache folder named by a digest of everything they were fitted with (the module
+    docs). The arguments are :func:`fitted_weights`'s, with ``ds_name`` the data set's name and ``tuning_text``
+    the :func:`~pyterrier_tot.recipe.protocol.text_fingerprint` of the tuning slice's topics, as
+    :func:`fitted_weights` passes it (None: a key with no tuning text, which :func:`fitted_weights` never uses).
+    ``legacy``: the folder the same fit had when extra experts were keyed by their reprs."""
     # the corpus fingerprint is part of the key: weights fitted on one corpus are not reused for another
     parts = [ds_name, getattr(index, "fingerprint", None), _models_key(fine_tuned), n, seed, k, expert_k, FIT_METRIC,
              {"floor": base_names(fine_tuned), "date": _date_acts(index), "floor_metric": FLOOR_METRIC},
@@ -136,9 +140,9 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
     check_not_trained_on_slice(models, dataset, n, seed)
     key = (dataset.name, index, fine_tuned, n, seed, k, expert_k, extra_experts, bags, helpers,
            text_fingerprint(tuning), normalise)
-    path = _weights_path(*key)
+    path = weights_path(*key)
     if extra_experts and not refit and not path.exists():
-        _migrate_legacy(_weights_path(*key, legacy=True), path, models)
+        _migrate_legacy(weights_path(*key, legacy=True), path, models)
     if not fit:
         return path if path.exists() and reuse_fit(path, models) else None
     if refit:
