@@ -124,13 +124,14 @@ def write_results(name: str, payload: dict, markdown: str, indent=2, results: Op
     print(f"wrote {results / (name + '.json')} and {results / (name + '.md')}")
 
 
-def parse_or_render(ap, name: str, markdown):
-    """``ap``'s arguments plus ``--render``; with ``--render``, rewrite ``results/<name>.md`` (beside the calling
-    script) from the committed JSON (:func:`rerender`) and return None, so the benchmark's ``main`` stops there."""
+def parse_or_render(ap, name: str, markdown, script=None):
+    """``ap``'s arguments plus ``--render``; with ``--render``, rewrite ``results/<name>.md`` (beside ``script``,
+    default the calling script) from the committed JSON (:func:`rerender`) and return None, so the benchmark's
+    ``main`` stops there."""
     ap.add_argument("--render", action="store_true", help="rewrite the markdown from the committed JSON, run nothing")
     args = ap.parse_args()
     if args.render:
-        rerender(name, markdown, results_dir(_caller_file()))
+        rerender(name, markdown, results_dir(script or _caller_file()))
         return None
     return args
 
@@ -184,6 +185,22 @@ def gold_rank_measures(ranks: dict, cuts) -> dict:
     for m in ir_measures.iter_calc([*(R @ k for k in cuts), RR], *gold_run(ranks)):
         got.setdefault(m.query_id, {})[str(m.measure)] = m.value
     return {q: got[q] for q, r in ranks.items() if r}
+
+
+def fused_measures(feats: pd.DataFrame, qrels: pd.DataFrame, names, w, measures):
+    """The mean of each of ``measures`` (ir_measures objects) over the queries of ``feats`` when its candidates are
+    ranked by the weighted sum of the columns ``names`` under weights ``w`` (a linear fuser's score), by ir_measures
+    (equal scores in trec_eval's order, docno descending)."""
+    import ir_measures
+    import numpy as np
+
+    run = pd.DataFrame({"query_id": feats["qid"].astype(str).to_numpy(),
+                        "doc_id": feats["docno"].astype(str).to_numpy(),
+                        "score": feats[list(names)].to_numpy(dtype=float) @ np.asarray(w, dtype=float)})
+    q = pd.DataFrame({"query_id": qrels["qid"].astype(str).to_numpy(), "doc_id": qrels["docno"].astype(str).to_numpy(),
+                      "relevance": qrels["label"].astype(int).to_numpy() if "label" in qrels else 1})
+    agg = ir_measures.calc_aggregate(measures, q, run)
+    return np.array([agg[m] for m in measures])
 
 
 def md_table(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:

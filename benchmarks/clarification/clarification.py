@@ -31,6 +31,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
+from pyterrier_tot import recipe  # noqa: E402
 from pyterrier_tot.clarinet import (  # noqa: E402
     GENERIC_QUESTIONS,
     ClarificationGame,
@@ -52,7 +53,6 @@ from pyterrier_tot.clarinet import (  # noqa: E402
 )
 from pyterrier_tot.clarinet.posterior import DEFAULT_TAU  # noqa: E402
 from pyterrier_tot.models import load_sentence_transformer  # noqa: E402
-from pyterrier_tot.recipe import tuned as recipe  # noqa: E402
 
 warnings.filterwarnings("ignore")
 NAME = "clarification"

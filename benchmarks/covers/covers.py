@@ -2,7 +2,7 @@
 
 No CLIP weights can be downloaded here, so the models are randomly initialised: a tiny open_clip CLIP
 (pyterrier_tot.covers.TINY_CLIP_CONFIG) for the task, plus a ViT-B-32-sized one for throughput.
-The task: synthetic covers (tests/synthetic_covers.py) with a text description each; covers are split into
+The task: synthetic covers (tests/helpers/synthetic_covers.py) with a text description each; covers are split into
 train (with a validation part for checkpoint selection) and held-out test covers; we report text->image top-1
 / top-5 over the held-out covers for the untuned model (same initialisation, same run) and for the fine-tuned
 one, through the real CoverIndex + CoverRanker path.
@@ -24,16 +24,15 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[2]  # the repository
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # tests.helpers: the synthetic covers the tests use
 
 import pandas as pd  # noqa: E402
 import pyterrier as pt  # noqa: E402
 import torch  # noqa: E402
 from ir_measures import Success  # noqa: E402
-from synthetic_covers import make_books, write_covers  # noqa: E402
 
 from pyterrier_tot.covers import TINY_CLIP_CONFIG, ClipModel, CoverClipTrainer, CoverIndex, CoverRanker  # noqa: E402
+from tests.helpers.synthetic_covers import make_books, write_covers  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

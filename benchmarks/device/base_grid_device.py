@@ -44,8 +44,8 @@ def export(kit: Path) -> None:
     import _common  # noqa: F401  (offline)
 
     import pyterrier_tot as ptt
+    from pyterrier_tot import recipe
     from pyterrier_tot.decomposition.rule_clue_extractor import clue_form_queries
-    from pyterrier_tot.recipe import tuned as recipe
 
     ds = ptt.get_dataset("reddit-tomt-books")
     corpus = ptt.BookIndex(ds).corpus  # the books the recipe's dense index encodes, in its order
@@ -299,7 +299,7 @@ def install(out: Path) -> Path:
     # amp=False: the GPU run trained in fp32, so the folder is the fp32 one on any machine (never a "-bf16" name)
     target = bases.base_dir(ptt.get_dataset("reddit-tomt-books"), "mpnet", lr=m["lr"], epoch=m["epoch"],
                             schedule=m["schedule"], amp=False)
-    return install_into(out, target, bases._hub_name("mpnet"), res, "benchmarks/device/base_grid_device.py")
+    return install_into(out, target, bases.hub_name("mpnet"), res, "benchmarks/device/base_grid_device.py")
 
 
 def install_into(out: Path, target: Path, base_model: str, res: dict, script: str, **extra) -> Path:

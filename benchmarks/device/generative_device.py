@@ -50,7 +50,7 @@ def export(kit: Path) -> None:
     import generative as g
 
     import pyterrier_tot as ptt
-    from pyterrier_tot.recipe import tuned as recipe
+    from pyterrier_tot import recipe
 
     ds = ptt.get_dataset("reddit-tomt-books")
     index = ptt.BookIndex(ds)
@@ -201,7 +201,7 @@ def report(fetched: Path) -> None:
     from ir_measures import RR, R, Success
 
     import pyterrier_tot as ptt
-    from pyterrier_tot.recipe import tuned as recipe
+    from pyterrier_tot import recipe
 
     res = json.loads((fetched / f"{NAME}.json").read_text())
     ds = ptt.get_dataset("reddit-tomt-books")

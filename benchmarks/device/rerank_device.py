@@ -46,7 +46,7 @@ def _recipe_key(split: str, pipe) -> str:
 
 def _default(ds, index) -> tuple:
     """(fine-tuned base {expert: folder}, helpers, fitted weights path) of the default recipe, from the cache."""
-    from pyterrier_tot.recipe import tuned as recipe
+    from pyterrier_tot import recipe
 
     fine = recipe.fine_tuned_bases(ds, index, recipe.DEFAULT_BASE, train=False)
     helpers = recipe.fine_tuned_bases(ds, index, recipe.default_helpers(recipe.DEFAULT_BASE), train=False,
@@ -70,8 +70,8 @@ def export(kit: Path) -> None:
     import _common  # noqa: F401  (offline)
 
     import pyterrier_tot as ptt
+    from pyterrier_tot import recipe
     from pyterrier_tot.decomposition.rule_clue_extractor import clue_form_queries
-    from pyterrier_tot.recipe import tuned as recipe
     from pyterrier_tot.recipe.protocol import text_fingerprint
 
     ds = ptt.get_dataset("reddit-tomt-books")
@@ -395,8 +395,8 @@ def evaluate(out: Path) -> None:
     import _common
 
     import pyterrier_tot as ptt
+    from pyterrier_tot import recipe
     from pyterrier_tot.recipe import second_stage
-    from pyterrier_tot.recipe import tuned as recipe
 
     work = _common.WORK / "rerank_device"
     ds = ptt.get_dataset("reddit-tomt-books")
@@ -433,9 +433,9 @@ def _rows(work: Path, tag: str, idx, topics, qrels, pipe, base_path, folder) -> 
     import pyterrier as pt
 
     import pyterrier_tot as ptt
-    from pyterrier_tot._fingerprint import model_fingerprint
+    from pyterrier_tot import recipe
+    from pyterrier_tot.models.fingerprint import model_fingerprint
     from pyterrier_tot.recipe import bases, second_stage
-    from pyterrier_tot.recipe import tuned as recipe
     from pyterrier_tot.rerank.dense_reranker import DenseReranker
 
     R = second_stage.RERANKER

@@ -34,8 +34,8 @@ def export(kit: Path, negatives: int, source: str = "minilm") -> None:
     import _common
 
     import pyterrier_tot as ptt
+    from pyterrier_tot import recipe
     from pyterrier_tot.recipe import second_stage
-    from pyterrier_tot.recipe import tuned as recipe
 
     ds = ptt.get_dataset("reddit-tomt-books")
     index = ptt.BookIndex(ds)
@@ -133,8 +133,8 @@ def install(out: Path) -> Path:
     import _common  # noqa: F401  (offline)
 
     import pyterrier_tot as ptt
+    from pyterrier_tot import recipe
     from pyterrier_tot.recipe import second_stage
-    from pyterrier_tot.recipe import tuned as recipe
 
     res = json.loads((out / "grid_results.json").read_text())
     chosen = res["models"][res["chosen"]]

@@ -251,7 +251,7 @@ def install(fetched: Path) -> Path:
     target = bases.base_dir(ptt.get_dataset("reddit-tomt-books"), "mpnet", lr=SETTINGS["lr"], epoch=SETTINGS["epochs"],
                             schedule=SETTINGS["schedule_epochs"], amp=False, soup=n, seed=res["seeds"][0])
     tmp = rebuild(fetched, Path(resolve_model("mpnet")), target.with_name(target.name + ".part"))
-    return settle(tmp, target, bases._hub_name("mpnet"), f"{res['device']} (benchmarks/device/soup_device.py; fp32, "
+    return settle(tmp, target, bases.hub_name("mpnet"), f"{res['device']} (benchmarks/device/soup_device.py; fp32, "
                   f"torch {res['torch']}), shipped as an int8 difference from the fp16-rounded start and rebuilt in "
                   "fp32",
                   res["shipped"])

@@ -33,9 +33,9 @@ from ir_measures import RR, R, Success  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
 from pyterrier_tot import generative as gen  # noqa: E402
-from pyterrier_tot._util import cache_dir  # noqa: E402
+from pyterrier_tot import recipe  # noqa: E402
+from pyterrier_tot._plumbing.util import cache_dir  # noqa: E402
 from pyterrier_tot.models import auto_precision  # noqa: E402  (bf16 only where the hardware runs it)
-from pyterrier_tot.recipe import tuned as recipe  # noqa: E402
 
 warnings.filterwarnings("ignore")
 NAME = "generative"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import _common
 
-from pyterrier_tot.recipe import tuned as recipe
+from pyterrier_tot import recipe
 
 METRICS = ("Hits@1", "Hits@10", "MRR@20", "R@5")
 EARLIER = Path(__file__).resolve().parent / "results" / "generative_epochs.json"

@@ -25,7 +25,7 @@ import pyterrier_alpha as pta  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
 from pyterrier_tot.llm.llama_server import LlamaServer  # noqa: E402
-from pyterrier_tot.recipe.tuned import fine_tuned_base, tuned_pipeline  # noqa: E402
+from pyterrier_tot.recipe import fine_tuned_base, tuned_pipeline  # noqa: E402
 from pyterrier_tot.rerank.listwise_reranker import ListwiseReranker  # noqa: E402
 from pyterrier_tot.submission.title_namer import TitleNamer  # noqa: E402
 

@@ -22,9 +22,9 @@ import pandas as pd  # noqa: E402
 from ir_measures import RR, R  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
+from pyterrier_tot import recipe
 from pyterrier_tot.models import native_bf16  # noqa: E402
 from pyterrier_tot.recipe import bases  # noqa: E402
-from pyterrier_tot.recipe import tuned as recipe
 
 MEASURES = [R @ 1, R @ 5, R @ 20, R @ 100, R @ 1000, RR]
 

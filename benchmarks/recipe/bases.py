@@ -29,10 +29,10 @@ import pyterrier as pt  # noqa: E402
 from ir_measures import RR, R, nDCG  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
+from pyterrier_tot import recipe
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser  # noqa: E402
 from pyterrier_tot.models import auto_precision, native_bf16  # noqa: E402
 from pyterrier_tot.recipe import bases  # noqa: E402
-from pyterrier_tot.recipe import tuned as recipe
 
 warnings.filterwarnings("ignore")
 NAME = "bases"
@@ -85,7 +85,7 @@ def show(results: dict, prefix: str = "") -> None:
 
 def encoding_speed(models: dict, texts: list) -> list:
     """docs/s of a plain length-sorted encode of ``texts`` with each model, fp32 and bf16 (models loaded first)."""
-    from pyterrier_tot.encoding import SortedDocEncoder
+    from pyterrier_tot.index.encoding import SortedDocEncoder
     from pyterrier_tot.models import load_biencoder
 
     rows = []

@@ -49,7 +49,7 @@ def main():
                                                                 "ptt.tuned_pipeline(ds)"], round=None)
     rows = table.to_dict("records")
     numbers_same = all(rows[1][m] == rows[2][m] for m in rows[1] if m != "name")
-    from pyterrier_tot.recipe.tuned import DEFAULT_BASE
+    from pyterrier_tot.recipe import DEFAULT_BASE
 
     payload = {"base": DEFAULT_BASE, "identical_rankings": bool(same), "identical_top_100": bool(top_same),
                "identical_numbers": bool(numbers_same), "first_difference": differ, "table": rows,

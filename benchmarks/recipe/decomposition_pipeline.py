@@ -3,7 +3,7 @@ Table 6), the fused pipeline with its ablation, and a corpus-size curve (the pap
 
     .venv/bin/python benchmarks/recipe/decomposition_pipeline.py [--train-ft] [--no-curve] [--no-ft] [--no-birco]
 
-Protocol (:mod:`pyterrier_tot.recipe.tuned`): fuser weights are fitted (coordinate ascent, Recall@5) on
+Protocol (:mod:`pyterrier_tot.recipe`): fuser weights are fitted (coordinate ascent, Recall@5) on
 the tuning slice of the TRAIN split (``tuning_split``: 300 queries, ``train.sample(300, random_state=0)``) with
 rule clues; the fine-tuned base retriever is trained on the other training queries (``fine_tuned_base``;
 ``--train-ft`` trains it when the cache lacks it); validation is only ever evaluated. LLM clues come from
@@ -27,14 +27,14 @@ import pyterrier as pt  # noqa: E402
 from ir_measures import RR, R  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot._util import is_missing  # noqa: E402
+from pyterrier_tot import recipe  # noqa: E402
+from pyterrier_tot._plumbing.util import is_missing  # noqa: E402
 from pyterrier_tot.decomposition.clues import YEAR_COLUMN, clue_column  # noqa: E402
 from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert  # noqa: E402
 from pyterrier_tot.decomposition.pipeline import ClueLookup  # noqa: E402
 from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor  # noqa: E402
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser  # noqa: E402
 from pyterrier_tot.query.rewriters import ClueConcatenator  # noqa: E402
-from pyterrier_tot.recipe import tuned as recipe  # noqa: E402
 from pyterrier_tot.recipe.expert_training import load_clue_cache  # noqa: E402
 
 warnings.filterwarnings("ignore")

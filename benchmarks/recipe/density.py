@@ -27,10 +27,12 @@ import helper_bases  # noqa: E402
 import seed_ensemble  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
+from pyterrier_tot import recipe
 from pyterrier_tot.normalise import normalise_scores  # noqa: E402
-from pyterrier_tot.recipe import bases  # noqa: E402
-from pyterrier_tot.recipe import tuned as recipe
-from pyterrier_tot.recipe.density_prior import DensityPrior  # noqa: E402
+from pyterrier_tot.recipe import (
+    DensityPrior,  # noqa: E402
+    bases,  # noqa: E402
+)
 
 NAME = "density"
 WORK = _common.WORK / NAME
@@ -98,16 +100,16 @@ def markdown(p: dict) -> str:
              "Weights fitted on the whole tuning slice (bagged, base as the floor), 1000 deep. p: paired t-test "
              "against the default as it was; +/-: queries found / lost at R@5, better / worse by reciprocal rank. "
              f"s/query: this machine, {p['threads']} torch threads (a row that encodes the corpus pays for it).", "",
-             seed_ensemble._table(p["results"]), "",
+             seed_ensemble.results_table(p["results"]), "",
              f"## 3. BIRCO WhatsThatBook dev ({p['birco_queries']} queries; Reddit-fitted weights, nothing fitted "
-             "here)", "", seed_ensemble._table(p["birco"]), "", "## Fitted weights (tuning slice)", ""]
+             "here)", "", seed_ensemble.results_table(p["birco"]), "", "## Fitted weights (tuning slice)", ""]
     lines += [f"- {k}: `{w}`" for k, w in p["weights"].items()]
     lines += ["", f"Total {p['seconds']} s. Re-render: `python benchmarks/recipe/density.py --render`.", ""]
     return "\n".join(lines)
 
 
 def main():
-    args = helper_bases.halves_args(NAME, markdown)
+    args = helper_bases.halves_args(NAME, markdown, __file__)
     if args is None:  # --render: the markdown rewritten from the committed JSON
         return
     import torch

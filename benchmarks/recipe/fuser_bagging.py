@@ -25,11 +25,10 @@ import pandas as pd  # noqa: E402
 import pyterrier as pt  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot.decomposition._fast_eval import FastEvaluator  # noqa: E402
+from pyterrier_tot import recipe
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser  # noqa: E402
 from pyterrier_tot.evaluation import parse_measure  # noqa: E402
 from pyterrier_tot.recipe import bases  # noqa: E402
-from pyterrier_tot.recipe import tuned as recipe
 
 NAME = "fuser_bagging"
 WORK = _common.WORK / NAME
@@ -88,13 +87,13 @@ def main():
         perm = rng.permutation(qids)
         fit_q, held_q = perm[: len(perm) // 2], perm[len(perm) // 2:]
         fq = feats[feats["qid"].isin(fit_q)]
-        held = FastEvaluator(feats[feats["qid"].isin(held_q)], qrels[qrels["qid"].isin(held_q)], names)
-        base = held.measures(base_w, measures)
+        held_f, held_qrels = feats[feats["qid"].isin(held_q)], qrels[qrels["qid"].isin(held_q)]
+        base = _common.fused_measures(held_f, held_qrels, names, base_w, measures)
         for m, bags in methods.items():
             t = time.time()
             w = fit(fq, qrels[qrels["qid"].isin(fit_q)], names, floor, bags, seed=s)
             seconds[m] += time.time() - t
-            gains[m].append((held.measures(w, measures) - base).tolist())
+            gains[m].append((_common.fused_measures(held_f, held_qrels, names, w, measures) - base).tolist())
     rows = {}
     for m, g in gains.items():
         g = np.array(g)

@@ -24,11 +24,10 @@ import pandas as pd  # noqa: E402
 import pyterrier as pt  # noqa: E402
 from fuser_bagging import OBJ, fit  # noqa: E402
 
-from pyterrier_tot.decomposition._fast_eval import FastEvaluator  # noqa: E402
+from pyterrier_tot import recipe
 from pyterrier_tot.decomposition.field_expert import FieldExpert  # noqa: E402
 from pyterrier_tot.evaluation import parse_measure  # noqa: E402
 from pyterrier_tot.recipe import bases  # noqa: E402
-from pyterrier_tot.recipe import tuned as recipe
 
 NAME = "helper_bases"
 WORK = _common.WORK / NAME
@@ -77,11 +76,12 @@ def compare_on_halves(feats: pd.DataFrame, qrels: pd.DataFrame, variants: dict, 
         perm = rng.permutation(qids)
         fit_q, held_q = perm[: len(perm) // 2], perm[len(perm) // 2:]
         for v, cols in variants.items():
-            held = FastEvaluator(feats[feats["qid"].isin(held_q)], qrels[qrels["qid"].isin(held_q)], cols)
+            held_f, held_qrels = feats[feats["qid"].isin(held_q)], qrels[qrels["qid"].isin(held_q)]
             base_w = np.array([1.0 if n in floor else 0.0 for n in cols])
             w = fit(feats[feats["qid"].isin(fit_q)][["qid", "docno", *cols]], qrels[qrels["qid"].isin(fit_q)],
                     cols, floor, bags, seed=s)
-            gains[v].append((held.measures(w, measures) - held.measures(base_w, measures)).tolist())
+            on_held = [_common.fused_measures(held_f, held_qrels, cols, x, measures) for x in (w, base_w)]
+            gains[v].append((on_held[0] - on_held[1]).tolist())
     ref = np.array(gains[baseline])
     rows = {}
     for v, g in gains.items():
@@ -123,13 +123,14 @@ def main():
     _common.write_results(NAME, payload, markdown(payload))
 
 
-def halves_args(name: str, markdown):
+def halves_args(name: str, markdown, script=None):
     """The arguments of a benchmark on halves of the tuning slice (``--splits``, ``--bags``, ``--render``); None
-    after ``--render``."""
+    after ``--render`` (which rewrites the markdown beside ``script``, the benchmark's ``__file__``; default this
+    one)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--splits", type=int, default=30)
     ap.add_argument("--bags", type=int, default=recipe.FIT_BAGS)
-    return _common.parse_or_render(ap, name, markdown)
+    return _common.parse_or_render(ap, name, markdown, script or __file__)
 
 
 def halves_sections(p) -> list:

@@ -26,12 +26,12 @@ import pyterrier as pt  # noqa: E402
 from ir_measures import RR, R, nDCG  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
+from pyterrier_tot import recipe
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser  # noqa: E402
 from pyterrier_tot.models import (
     native_bf16,  # noqa: E402
 )
 from pyterrier_tot.recipe import bases  # noqa: E402
-from pyterrier_tot.recipe import tuned as recipe
 from pyterrier_tot.recipe.protocol import training_info  # noqa: E402
 
 warnings.filterwarnings("ignore")
@@ -93,7 +93,7 @@ def _fit(ds, index, key: str, fts: dict, tune, tqrels, fit: str, helpers=None) -
     helpers = helpers if fit in ("helpers", "density") else None
     extra = _extra(index, key, fts, fit)
     before = WORK / f"weights-before-{key}"
-    after = recipe._weights_path(ds.name, index, fts, recipe.TUNING_QUERIES, recipe.TUNING_SEED, recipe.BASE_K,
+    after = recipe.weights_path(ds.name, index, fts, recipe.TUNING_QUERIES, recipe.TUNING_SEED, recipe.BASE_K,
                                  recipe.EXPERT_K, bags=bags, helpers=helpers, extra_experts=extra,
                                  tuning_text=recipe.text_fingerprint(tune))
     path = before if old else after

@@ -19,9 +19,9 @@ import _common  # noqa: E402  (sets HF_HUB_OFFLINE)
 from ir_measures import RR, R  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
+from pyterrier_tot import recipe
 from pyterrier_tot.models import native_bf16  # noqa: E402
 from pyterrier_tot.recipe import bases  # noqa: E402
-from pyterrier_tot.recipe import tuned as recipe
 from pyterrier_tot.recipe.protocol import training_info  # noqa: E402
 
 NAME = "training_precision"

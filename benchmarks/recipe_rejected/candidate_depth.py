@@ -30,11 +30,12 @@ import pandas as pd  # noqa: E402
 import pyterrier as pt  # noqa: E402
 from fuser_bagging import OBJ, fit  # noqa: E402
 
-from pyterrier_tot.decomposition._fast_eval import FastEvaluator  # noqa: E402
+from pyterrier_tot import recipe
 from pyterrier_tot.evaluation import parse_measure  # noqa: E402
-from pyterrier_tot.recipe import bases  # noqa: E402
-from pyterrier_tot.recipe import tuned as recipe
-from pyterrier_tot.recipe.density_prior import recipe_priors  # noqa: E402
+from pyterrier_tot.recipe import (
+    bases,  # noqa: E402
+    recipe_priors,  # noqa: E402
+)
 
 NAME = "candidate_depth"
 WORK = _common.WORK / NAME
@@ -60,7 +61,7 @@ def variant_features(ds, index, k: int, expert_k: int, fts, helpers, priors) -> 
     tune, _ = recipe.tuning_data(ds)
     # keyed as the fitted weights are (models' fingerprints, helpers, prior, k, expert_k, tuning text): features of
     # a retrained base are never reused, nor weights fitted on them saved under the new model's key
-    key = recipe._weights_path(ds.name, index, fts, recipe.TUNING_QUERIES, recipe.TUNING_SEED, k, expert_k, priors,
+    key = recipe.weights_path(ds.name, index, fts, recipe.TUNING_QUERIES, recipe.TUNING_SEED, k, expert_k, priors,
                                recipe.FIT_BAGS, helpers, recipe.text_fingerprint(tune)).name
     f = WORK / f"tuning-k{k}-e{expert_k}-{key}.pkl"
     dp = recipe.build_pipeline(index, fts, k=k, expert_k=expert_k, extra_experts=priors, helpers=helpers, depth=None)
@@ -85,11 +86,11 @@ def halves(frames: dict, names: list, qrels: pd.DataFrame, floor, splits: int, b
         perm = rng.permutation(qids)
         fit_q, held_q = perm[: len(perm) // 2], perm[len(perm) // 2:]
         for v, feats in frames.items():
-            held = FastEvaluator(feats[feats["qid"].isin(held_q)], qrels[qrels["qid"].isin(held_q)], names)
+            held_f, held_qrels = feats[feats["qid"].isin(held_q)], qrels[qrels["qid"].isin(held_q)]
             w = fit(feats[feats["qid"].isin(fit_q)], qrels[qrels["qid"].isin(fit_q)], names, floor, bags, seed=s)
-            got = np.asarray(held.measures(w, measures))
+            got = _common.fused_measures(held_f, held_qrels, names, w, measures)
             held_abs[v].append(got.tolist())
-            gains[v].append((got - np.asarray(held.measures(base_w, measures))).tolist())
+            gains[v].append((got - _common.fused_measures(held_f, held_qrels, names, base_w, measures)).tolist())
     ref = np.array(gains[DEFAULT])
     rows = {}
     for v, g in gains.items():
@@ -165,7 +166,7 @@ def markdown(p: dict) -> str:
 
 
 def main():
-    args = helper_bases.halves_args(NAME, markdown)
+    args = helper_bases.halves_args(NAME, markdown, __file__)
     if args is None:
         return
     t0 = time.time()

@@ -34,8 +34,8 @@ VARIANTS = {"default": (), "+ plot_ft": ("plot_ft",), "+ plot_ft, title_ft": ("p
 
 def clue_experts(index, fine) -> dict:
     """The fine-tuned base (its stored title + text vectors) scoring the plot and the title clue."""
+    from pyterrier_tot import recipe
     from pyterrier_tot.decomposition.field_expert import FieldExpert
-    from pyterrier_tot.recipe import tuned as recipe
 
     (name, folder), = recipe.fine_tuned_models(fine).items()
     prec = recipe.encoding_precision(name)
@@ -70,8 +70,8 @@ def main() -> None:
     if started is None:
         return
     import pyterrier_tot as ptt
+    from pyterrier_tot import recipe
     from pyterrier_tot.decomposition.pipeline import fill_to_depth
-    from pyterrier_tot.recipe import tuned as recipe
 
     t0, ds, index = started
     dp, _, fine, (helpers, extra) = fn.default_parts(ds, index)
@@ -108,8 +108,8 @@ def main() -> None:
             shipped, scorer = dp, wide
         raw = fn.raw_scores(scorer, topics, pipeline_key(f"{tag}-raw", scorer))
         raw_seconds += raw.attrs.get("seconds", 0.0)
-        tail = fn._cached(pipeline_key(f"{tag}-tail", shipped), shipped.tail, topics)
-        runs = {"base alone": tail, "default (as shipped)": fn._cached(pipeline_key(f"{tag}-default", shipped),
+        tail = fn.cached(pipeline_key(f"{tag}-tail", shipped), shipped.tail, topics)
+        runs = {"base alone": tail, "default (as shipped)": fn.cached(pipeline_key(f"{tag}-default", shipped),
                                                                         shipped, topics)}
         for v in VARIANTS:
             ranked = fn.fused(fn.normalised(raw, vnames[v], "minmax"), vnames[v], weights[v])

@@ -40,7 +40,7 @@ OBJECTIVE = [R @ 1, R @ 5, R @ 10, R @ 20, R @ 100, RR]
 def default_parts(ds, index):
     """(the default recipe 1000 deep, the same recipe unfitted and without its tail, its base folders): the
     unfitted one gives the initial weights, the expert names and the experts that score the candidates."""
-    from pyterrier_tot.recipe import tuned as recipe
+    from pyterrier_tot import recipe
 
     fine = recipe.fine_tuned_bases(ds, index, recipe.DEFAULT_BASE, train=False)
     helpers = recipe.fine_tuned_bases(ds, index, recipe.default_helpers(recipe.DEFAULT_BASE), train=False,
@@ -78,8 +78,8 @@ def normalised(raw: pd.DataFrame, names: list, method: str) -> pd.DataFrame:
 
 def fit(feats: pd.DataFrame, qrels: pd.DataFrame, names: list, init, floor) -> np.ndarray:
     """The recipe's fit (``recipe.fitted_weights`` on precomputed features) on normalised ``feats``."""
+    from pyterrier_tot import recipe
     from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
-    from pyterrier_tot.recipe import tuned as recipe
 
     frame = feats.drop(columns=names).assign(features=list(feats[names].to_numpy(dtype=float)))
     f = WeightedFuser(None, weights=init, names=names, normalise="none")
@@ -177,7 +177,7 @@ def closing(p: dict, names_of, script: str) -> list:
     return ["Weights fitted on the whole tuning slice: " + "; ".join(
         f"{k}: " + ", ".join(f"{n} {w:.3g}" for n, w in zip(names_of(k), ws)) for k, ws in p["weights"].items()), "",
         f"{p['seconds']:.0f} s on two CPU cores (the experts' raw scores: {p['raw_seconds']:.0f} s). "
-        f"Re-render: `python benchmarks/recipe/{script}.py --render`.", ""]
+        f"Re-render: `python benchmarks/recipe_rejected/{script}.py --render`.", ""]
 
 
 def begin(name: str, markdown, doc: str):
@@ -193,7 +193,7 @@ def main() -> None:
     if started is None:
         return
     import pyterrier_tot as ptt
-    from pyterrier_tot.recipe import tuned as recipe
+    from pyterrier_tot import recipe
 
     t0, ds, index = started
     dp, unfitted, fine, (helpers, extra) = default_parts(ds, index)
@@ -226,8 +226,8 @@ def main() -> None:
             shipped, scorer = dp, unfitted
         raw = raw_scores(scorer, topics, pipeline_key(f"{tag}-raw", scorer))
         raw_seconds += raw.attrs.get("seconds", 0.0)
-        tail = _cached(pipeline_key(f"{tag}-tail", shipped), shipped.tail, topics)
-        default_run = _cached(pipeline_key(f"{tag}-default", shipped), shipped, topics)
+        tail = cached(pipeline_key(f"{tag}-tail", shipped), shipped.tail, topics)
+        default_run = cached(pipeline_key(f"{tag}-default", shipped), shipped, topics)
         sections[tag] = section(default_run, scorer, raw, weights, tail, topics, qrels)
         n[tag] = len(topics)
     val = {r["system"]: r for r in sections["validation"]}
@@ -243,7 +243,7 @@ def main() -> None:
     write_results(NAME, payload, markdown(payload))
 
 
-def _cached(key: str, system, topics: pd.DataFrame) -> pd.DataFrame:
+def cached(key: str, system, topics: pd.DataFrame) -> pd.DataFrame:
     """``system(topics)``'s ranking, computed once and kept under ``key`` (the system's :func:`pipeline_key`)."""
     f = WORK / NAME / f"{key}.pkl"
     if not f.is_file():

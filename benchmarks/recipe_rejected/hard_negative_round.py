@@ -22,9 +22,9 @@ import _common  # noqa: E402  (sets HF_HUB_OFFLINE)
 import pandas as pd  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
+from pyterrier_tot import recipe
 from pyterrier_tot.models import forget_queries, native_bf16  # noqa: E402
 from pyterrier_tot.recipe import bases, hard_negatives  # noqa: E402
-from pyterrier_tot.recipe import tuned as recipe
 
 MEASURES = ["R@1", "R@5", "R@10", "R@20", "R@100", "R@1000", "RR", "nDCG@10", "nDCG@1000"]
 

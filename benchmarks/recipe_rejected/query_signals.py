@@ -33,10 +33,10 @@ import helper_bases  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from pyterrier_tot import recipe
 from pyterrier_tot.models import DEFAULT_MODEL, load_sentence_transformer  # noqa: E402
 from pyterrier_tot.normalise import normalise_scores  # noqa: E402
 from pyterrier_tot.recipe import bases  # noqa: E402
-from pyterrier_tot.recipe import tuned as recipe
 from pyterrier_tot.recipe.protocol import train_data  # noqa: E402
 
 NAME = "query_signals"
@@ -121,7 +121,7 @@ def add_columns(feats: pd.DataFrame, signals: dict) -> pd.DataFrame:
 
 
 def main():
-    args = helper_bases.halves_args(NAME, markdown)
+    args = helper_bases.halves_args(NAME, markdown, __file__)
     if args is None:  # --render: the markdown rewritten from the committed JSON
         return
     t0, seconds = time.time(), {}

@@ -40,8 +40,8 @@ TESTED = ("R@1", "R@5", "R@20", "R@100", "R@1000", "MRR")
 def systems(ds, index, train: bool, helper: bool, weights=None) -> dict:
     """{row name: (pipeline factory, the row it is tested against, the base row it must not fall below)} over
     ``index``; ``weights``: the default's fitted fuser (default: ``tuned_pipeline``'s on Reddit, fitted there)."""
+    from pyterrier_tot import recipe
     from pyterrier_tot.recipe import bases
-    from pyterrier_tot.recipe import tuned as recipe
 
     held = bases.fine_tuned_base(ds, model="mpnet", train=train)
     refit = bases.fine_tuned_base(ds, n=0, model="mpnet", train=train)
@@ -157,9 +157,9 @@ def main():
     if args is None:
         return
     import pyterrier_tot as ptt
+    from pyterrier_tot import recipe
     from pyterrier_tot.models import native_bf16
     from pyterrier_tot.recipe import bases
-    from pyterrier_tot.recipe import tuned as recipe
     from pyterrier_tot.recipe.protocol import training_info
 
     t0 = time.time()

@@ -27,9 +27,9 @@ import _common  # noqa: E402  (sets HF_HUB_OFFLINE)
 import recipe_depth  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
+from pyterrier_tot import recipe
 from pyterrier_tot.models import native_bf16  # noqa: E402
 from pyterrier_tot.recipe import bases  # noqa: E402
-from pyterrier_tot.recipe import tuned as recipe
 from pyterrier_tot.recipe.protocol import training_info  # noqa: E402
 
 NAME = "seed_ensemble"
@@ -69,7 +69,7 @@ def section(tag: str, pipes: dict, topics, qrels, work: Path = WORK, baseline: s
     return res
 
 
-def _table(res: dict) -> str:
+def results_table(res: dict) -> str:
     head = ["name", *COLS, "R@5 p", "MRR p", "R@5 +/-", "MRR +/-", "s/query"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for n, r in res.items():
@@ -90,9 +90,9 @@ def markdown(p: dict) -> str:
              "as the floor), as every recipe row here. p: paired t-test against the default; +/-: queries the row "
              "ranks the gold book better / worse at R@5 (found / lost) and by reciprocal rank. s/query: this "
              f"machine, {p['threads']} torch threads (a base row includes encoding the corpus).", "",
-             f"## Reddit-TOMT validation ({p['n_queries']} queries)", "", _table(p["results"]), "",
+             f"## Reddit-TOMT validation ({p['n_queries']} queries)", "", results_table(p["results"]), "",
              f"## BIRCO WhatsThatBook dev ({p['birco_queries']} queries; nothing fitted here)", "",
-             _table(p["birco"]), "", "## Fitted weights (tuning slice)", ""]
+             results_table(p["birco"]), "", "## Fitted weights (tuning slice)", ""]
     lines += [f"- {k}: `{w}`" for k, w in p["weights"].items()]
     lines += ["", "## Training records", "", "| model | seed | steps | seconds | bf16 |", "|---|---|---|---|---|"]
     lines += [f"| {m} | {t.get('seed')} | {t.get('steps')} | {t.get('seconds')} | {bool(t.get('amp'))} |"

@@ -67,7 +67,7 @@ def share_with_gold(run: pd.DataFrame, qrels: pd.DataFrame, qids) -> float:
 def the_default_and_splits():
     """(the default recipe's DecompositionPipeline, its weights' folder name, {split: (topics, ir_measures qrels)})
     for the tuning slice and validation: where a tail is chosen and where it is only reported."""
-    from pyterrier_tot.recipe import tuned as recipe
+    from pyterrier_tot import recipe
 
     ds, index = reddit()
     dp = recipe.tuned_pipeline(ds, index, train=False, verbose=False)
@@ -111,8 +111,8 @@ def main():
     args = parse_or_render(argparse.ArgumentParser(description=__doc__), NAME, markdown)
     if args is None:
         return
+    from pyterrier_tot import recipe
     from pyterrier_tot.decomposition.pipeline import fill_to_depth
-    from pyterrier_tot.recipe import tuned as recipe
 
     t0 = time.time()
     dp, key, splits = the_default_and_splits()

@@ -118,9 +118,9 @@ def main():
     args = parse_or_render(argparse.ArgumentParser(description=__doc__), NAME, markdown)
     if args is None:
         return
+    from pyterrier_tot import recipe
     from pyterrier_tot.decomposition.field_expert import base_expert
     from pyterrier_tot.recipe import bases
-    from pyterrier_tot.recipe import tuned as recipe
 
     t_start = time.time()
     ds, index = reddit()

@@ -65,7 +65,7 @@ def main():
     from scipy.stats import ttest_rel
 
     import pyterrier_tot as ptt
-    from pyterrier_tot.recipe import tuned as recipe
+    from pyterrier_tot import recipe
 
     t0 = time.time()
     ds, index = _common.reddit()

@@ -33,9 +33,9 @@ import strong_retrievers  # noqa: E402
 from strong_retrievers import ce_scores, interpolate  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
+from pyterrier_tot import recipe
 from pyterrier_tot.models import native_bf16  # noqa: E402
 from pyterrier_tot.recipe import second_stage  # noqa: E402
-from pyterrier_tot.recipe import tuned as recipe
 from pyterrier_tot.rerank.cross_encoder import CrossEncoderReranker, train_cross_encoder  # noqa: E402
 
 NAME = "second_stage"
@@ -114,7 +114,7 @@ def main():
     index = ptt.BookIndex(ds)
     base = recipe.fine_tuned_bases(ds, index, "minilm")["dense_ft"]
     pipe = recipe.tuned_pipeline(ds, index, base="minilm")
-    wpath = recipe._weights_path(ds.name, index, {"dense_ft": base}, recipe.TUNING_QUERIES, recipe.TUNING_SEED,
+    wpath = recipe.weights_path(ds.name, index, {"dense_ft": base}, recipe.TUNING_QUERIES, recipe.TUNING_SEED,
                                  recipe.BASE_K, recipe.EXPERT_K,
                                  tuning_text=recipe.text_fingerprint(recipe.train_data(ds, "tuning")[0]))
     prec = recipe.encoding_precision("dense_ft")

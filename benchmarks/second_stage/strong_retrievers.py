@@ -4,7 +4,7 @@ and LambdaMART fusion beside the coordinate-ascent weights and RRF. Same-run BM2
 
     .venv/bin/python benchmarks/second_stage/strong_retrievers.py [--train] [--hn-steps 50] [--ce-k 10] [--no-birco]
 
-Protocol (:mod:`pyterrier_tot.recipe.tuned`): models train on the training queries outside the fixed
+Protocol (:mod:`pyterrier_tot.recipe`): models train on the training queries outside the fixed
 tuning slice (``recipe.train_data(ds, "rest")``); epochs, fuser weights, the LambdaMART model and the
 cross-encoder interpolation weight are chosen / fitted on the tuning slice (``recipe.train_data(ds, "tuning")``,
 300 queries, ``train.sample(300, random_state=0)``); validation and BIRCO are only evaluated. Without
@@ -31,9 +31,9 @@ import pyterrier_alpha as pta  # noqa: E402
 from ir_measures import RR, R, nDCG  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
+from pyterrier_tot import recipe  # noqa: E402
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser  # noqa: E402
 from pyterrier_tot.normalise import mix_scores  # noqa: E402
-from pyterrier_tot.recipe import tuned as recipe  # noqa: E402
 
 warnings.filterwarnings("ignore")
 NAME = "strong_retrievers"

@@ -30,9 +30,9 @@ import torch  # noqa: E402
 from ir_measures import RR, R  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot.encoding import ENCODE_BATCH  # noqa: E402
+from pyterrier_tot import recipe  # noqa: E402
+from pyterrier_tot.index.encoding import ENCODE_BATCH  # noqa: E402
 from pyterrier_tot.models import load_biencoder  # noqa: E402
-from pyterrier_tot.recipe import tuned as recipe  # noqa: E402
 
 NAME = "encoding_speed"
 FIELDS = ("title", "text")

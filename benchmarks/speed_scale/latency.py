@@ -7,7 +7,7 @@ indexing docs/s, each beside its reference from the same run (BM25 for queries, 
 
 Queries are run one at a time (an interactive user's latency), the stages round-robin per query so that the load
 of the shared machine falls on all of them alike; each stage is warmed up first (models loaded, indexes opened).
-The recipe pipeline (:func:`pyterrier_tot.recipe.tuned.tuned_pipeline`: rule clues, fine-tuned base
+The recipe pipeline (:func:`pyterrier_tot.recipe.tuned_pipeline`: rule clues, fine-tuned base
 retriever, experts, weights fitted on the tuning slice of train) is also broken into its parts (decomposer,
 candidate union, experts + fuser). ``--stages`` picks and orders stages; a new stage is one entry in ``STAGES``.
 ``--cross-encoder PATH`` appends "pipeline >> cross-encoder on the top ``--ce-k``" (a model trained by
@@ -31,8 +31,8 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
+from pyterrier_tot import recipe  # noqa: E402
 from pyterrier_tot.models import forget_queries, load_biencoder  # noqa: E402
-from pyterrier_tot.recipe import tuned as recipe  # noqa: E402
 
 NAME = "latency"
 
