@@ -157,6 +157,26 @@ def trailer(seconds: float, script: str) -> str:
     return f"{seconds:.0f} s on two CPU cores. Re-render: `python {script_path(where)} --render`."
 
 
+def measures_per_query(run: pd.DataFrame, qrels: pd.DataFrame, measures, qids=None,
+                       trec_ties: bool = True) -> pd.DataFrame:
+    """Each query's value of each of ``measures`` (ir_measures objects) for ``run`` (qid, docno, score), by
+    ir_measures: a frame indexed by qid, a column per measure (``str(measure)``). Equal scores are ranked in
+    trec_eval's order (docno descending, as ``ptt.tot_experiment`` ranks them; ``trec_ties=False``: each measure's
+    provider's own order). ``qids``: the queries to report, in that order, 0 where the run has none of a query's
+    books; by default the queries ir_measures measured."""
+    import ir_measures
+
+    from pyterrier_tot.evaluation import strict_ties
+
+    r = run[["qid", "docno", "score"]]
+    r = (strict_ties(r) if trec_ties else r).rename(columns={"qid": "query_id", "docno": "doc_id"})
+    q = qrels.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"})
+    got = pd.DataFrame([(m.query_id, str(m.measure), m.value) for m in ir_measures.iter_calc(measures, q, r)],
+                       columns=["qid", "measure", "value"])
+    out = got.pivot(index="qid", columns="measure", values="value").reindex(columns=[str(m) for m in measures])
+    return out if qids is None else out.reindex(list(qids)).fillna(0.0)
+
+
 def gold_run(ranks: dict) -> tuple:
     """The qrels and run that gold ranks stand for (``ranks``: qid -> the 1-based ranks a system gave the query's
     relevant books, 0 where it did not retrieve one), in ir_measures' terms: each relevant book at its rank and a

@@ -56,18 +56,6 @@ FACTORS = [("epochs 5 -> 20", "sem-cheap-ft-e5", "sem-cheap-ft"),
            ("encoder: zero-shot -> fine-tuned MiniLM", "sem-cheap-minilm", "sem-cheap-ft")]
 
 
-def per_query(run, qrels, measure) -> "dict":
-    """{qid: value} of one ir_measures measure (0 for a query the run does not cover); tied scores in trec_eval's
-    order, as ``tot_experiment`` measures them (ir_measures' RR@k provider would order them the other way)."""
-    import ir_measures
-
-    from pyterrier_tot.evaluation import strict_ties
-
-    q = qrels.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"})
-    r = strict_ties(run[["qid", "docno", "score"]]).rename(columns={"qid": "query_id", "docno": "doc_id"})
-    return {m.query_id: m.value for m in ir_measures.iter_calc([measure], q, r)}
-
-
 def _p(p: float) -> str:
     return f"{p:.1e}" if p < 0.001 else f"{p:.3f}"
 
@@ -75,7 +63,6 @@ def _p(p: float) -> str:
 def factors(trained, cached_run, splits, ds) -> list:
     """One line per factor both of whose rows ran: validation Hits@10 / MRR@20 of A and B, B - A, queries
     better / worse, paired t-test p over the per-query values (all validation queries)."""
-    import pandas as pd
     from ir_measures import RR, Success
 
     from pyterrier_tot.clarinet.report import paired  # means, B - A, better / worse, paired t-test
@@ -89,8 +76,8 @@ def factors(trained, cached_run, splits, ds) -> list:
         vals = {}
         qids = [str(q) for q in topics["qid"]]
         for m, meas in (("Hits@10", Success @ 10), ("MRR@20", RR @ 20)):
-            va, vb = (pd.Series(per_query(cached_run(f"validation_{by[x]['model']}", None), qrels, meas),
-                                dtype=float).reindex(qids, fill_value=0.0) for x in (a, b))
+            va, vb = (_common.measures_per_query(cached_run(f"validation_{by[x]['model']}", None), qrels, [meas],
+                                                 qids)[str(meas)] for x in (a, b))
             vals[m] = paired(vb, va)  # B against A: diff = B - A
         h, r = vals["Hits@10"], vals["MRR@20"]
         out.append([label, f"{a} -> {b}", h["mean_b"], h["mean_a"], f"{h['diff']:+.3f}",

@@ -75,7 +75,7 @@ def old_weights(feats: pd.DataFrame, names: list, tqrels: pd.DataFrame, path: Pa
     return saved.save(path)
 
 
-def per_query(seconds: dict, key: str, n: int) -> float:
+def seconds_per_query(seconds: dict, key: str, n: int) -> float:
     return round(seconds.get(key, float("nan")) / max(n, 1), 3)
 
 
@@ -123,7 +123,7 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
     filled on Reddit (``tune`` given) and reused on BIRCO."""
     seconds, runs, info, vs = {}, {}, {}, {}
     runs["BM25 (title+text)"] = cached(f"{tag}-bm25", lambda: index.bm25(num_results=1000)(topics), seconds, topics)
-    info["BM25 (title+text)"] = per_query(seconds, f"{tag}-bm25", len(topics))
+    info["BM25 (title+text)"] = seconds_per_query(seconds, f"{tag}-bm25", len(topics))
     for key, paths in models.items():
         ename = bases.base_expert_name(key)
         prec = recipe.encoding_precision(ename)
@@ -134,7 +134,7 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
             k = f"{tag}-base-{Path(path).name}-{prec}"
             runs[name] = cached(k, lambda path=path, prec=prec: index.dense(path, precision=prec)(topics), seconds,
                                 topics)
-            info[name], base_rows[when] = per_query(seconds, k, len(topics)), name
+            info[name], base_rows[when] = seconds_per_query(seconds, k, len(topics)), name
         plan = [("before", "before", None, "recipe {key}, before (old base, R@5 fit, ~170 deep)"),
                 ("before", "after", recipe.DEPTH, "recipe {key} on the old base, bagged floor fit, 1000 deep"),
                 ("now", "ascent", recipe.DEPTH, "recipe {key}, one floor-fit ascent, not bagged (1000 deep)"),
@@ -162,7 +162,7 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
             name = label.format(key=key)
             k = f"{tag}-recipe-{Path(path).name}-{fit}-{Path(weights[wkey]).name}"
             runs[name] = cached(k, lambda pipe=pipe: pipe(topics), seconds, topics)
-            info[name], vs[name] = per_query(seconds, k, len(topics)), base_rows[base_when]
+            info[name], vs[name] = seconds_per_query(seconds, k, len(topics)), base_rows[base_when]
         if not same:
             vs[base_rows["now"]] = base_rows["before"]
     results = {}

@@ -31,7 +31,7 @@ sys.path[:0] = [str(_STUDY), str(_STUDY.parent), str(_STUDY.parent / "recipe")] 
 
 import pandas as pd
 from _common import WORK, cached_run, md_table, parse_or_render, write_results
-from recipe_depth import COLS, evaluate, per_query
+from recipe_depth import COLS, evaluate, seconds_per_query
 
 NAME = "refit_base"
 TESTED = ("R@1", "R@5", "R@20", "R@100", "R@1000", "MRR")
@@ -79,7 +79,7 @@ def section(plan: dict, topics, qrels, tag: str) -> dict:
     for name, (make, _, _) in plan["rows"].items():
         k = f"{tag}-{name}-{key['weights']}-{key['refit']}-{key['refit_helper']}"
         runs[name] = cached_run(WORK / NAME, k, lambda make=make: make()(topics), seconds, topics)
-        seconds[name] = per_query(seconds, k, len(topics))
+        seconds[name] = seconds_per_query(seconds, k, len(topics))
     rows = {n: {**r, "s/query": seconds[n]} for n, r in evaluate(runs, topics, qrels, next(iter(runs))).items()}
     for role in (1, 2):  # the paired tests against the row each system is compared with, then its own base
         for name, spec in plan["rows"].items():

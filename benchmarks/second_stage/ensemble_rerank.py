@@ -23,11 +23,10 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # study, benchmarks/
 
-import ir_measures
 import numpy as np
 import pandas as pd
 import pyterrier as pt
-from _common import WORK, cached_run, md_table, parse_or_render, reddit, write_results
+from _common import WORK, cached_run, md_table, measures_per_query, parse_or_render, reddit, write_results
 from ir_measures import RR, R
 from scipy.stats import ttest_rel
 
@@ -40,14 +39,10 @@ SHOWN = ["R@1", "R@5", "R@10", "R@20", "R@100", "RR"]
 
 
 def per_query(run: pd.DataFrame, qrels: pd.DataFrame, qids) -> dict:
-    """{measure: array over ``qids``} (0 where a query has no gold book in the run)."""
-    q = qrels.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"}).astype(
-        {"query_id": str, "doc_id": str})
-    r = run.rename(columns={"qid": "query_id", "docno": "doc_id"})[["query_id", "doc_id", "score"]]
-    got = {str(m): dict.fromkeys(qids, 0.0) for m in MEASURES}
-    for m in ir_measures.iter_calc(MEASURES, q, r):
-        got[str(m.measure)][m.query_id] = m.value
-    return {m: np.array([v[i] for i in qids]) for m, v in got.items()}
+    """{measure: array over ``qids``} (0 where a query has no gold book in the run), by ir_measures (each
+    measure's provider orders equal scores, as this study's runs were measured)."""
+    got = measures_per_query(run, qrels.astype({"qid": str, "docno": str}), MEASURES, qids, trec_ties=False)
+    return {m: got[m].to_numpy() for m in got.columns}
 
 
 def _minmax(x: pd.Series, by: pd.Series) -> pd.Series:

@@ -35,17 +35,9 @@ COLS = ["R@1", "R@5", "R@10", "MRR"]
 
 
 def per_query(run: pd.DataFrame, qrels: pd.DataFrame) -> pd.DataFrame:
-    import ir_measures
-
-    from pyterrier_tot.evaluation import strict_ties
-
-    run = strict_ties(run[["qid", "docno", "score"]])
-    rows = ir_measures.iter_calc(MEASURES, qrels.rename(columns={"qid": "query_id", "docno": "doc_id",
-                                                                  "label": "relevance"}),
-                                 run.rename(columns={"qid": "query_id", "docno": "doc_id"}))
-    df = pd.DataFrame([(m.query_id, str(m.measure), m.value) for m in rows], columns=["qid", "m", "v"])
-    df = df.pivot(index="qid", columns="m", values="v").rename(columns={"RR": "MRR"})
-    return df.reindex(qrels["qid"].astype(str).unique()).fillna(0.0)[COLS]
+    """The measures of :data:`COLS` per query of ``qrels`` (0 where the run misses one), by ir_measures."""
+    qids = qrels["qid"].astype(str).unique()
+    return _common.measures_per_query(run, qrels, MEASURES, qids).rename(columns={"RR": "MRR"})[COLS]
 
 
 def main():
