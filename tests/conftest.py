@@ -11,9 +11,9 @@ os.environ.setdefault("PYTERRIER_TOT_CACHE", str(_ROOT / ".cache" / "test-cache"
 
 import pytest  # noqa: E402
 
-from pyterrier_tot._util import shared_data_dir  # noqa: E402
-
-SHARED = shared_data_dir()
+from tests.helpers.books import TINY_BOOKS  # noqa: E402
+from tests.helpers.paths import SHARED  # noqa: E402
+from tests.helpers.trec_tot_2025 import irds_2025  # noqa: E402, F401 (a fixture: TREC ToT 2025 files in a temporary home)
 
 
 def pytest_report_header(config):
@@ -35,39 +35,7 @@ def reddit_index(reddit):
     return ptt.BookIndex(reddit)
 
 
-TINY_BOOKS = [
-    {"docno": "b1", "title": "The Sleepy Kitten", "author": "Ann Marsh", "genres": "picture book, animals",
-     "year": 1996, "text": "Four kittens play all day while their brother naps; at night he wakes and copies them."},
-    {"docno": "b2", "title": "Dragons of the Red Moon", "author": "Carl Voss", "genres": "fantasy",
-     "year": 2004, "text": "A young blacksmith befriends a dragon and flies to the red moon to save her village."},
-    {"docno": "b3", "title": "Murder at Lakeside Manor", "author": "Dora Quill", "genres": "mystery",
-     "year": 1988, "text": "A detective investigates a poisoning at a lakeside mansion during a thunderstorm."},
-    {"docno": "b4", "title": "Spaceship Nine", "author": "Eli Grant", "genres": "science fiction",
-     "year": 2012, "text": "Children stow away on a spaceship bound for Jupiter and must repair its engine."},
-    {"docno": "b5", "title": "The Haunted Lighthouse", "author": "Fay Lorne", "genres": "horror, young adult",
-     "year": 2001,
-     "text": "Teenagers spend a night in an abandoned lighthouse where a ghost keeper still climbs the stairs."},
-    {"docno": "b6", "title": "Summer of Horses", "author": "Gil Arden", "genres": "young adult, animals",
-     "year": None, "text": "A girl spends her summer training a wild horse on her grandmother's ranch."},
-]
-
-
 @pytest.fixture
 def tiny_frame():
     import pandas as pd
     return pd.DataFrame(TINY_BOOKS)
-
-
-def tiny_ranking(query, docnos=("b1", "b3", "b4", "b6", "b5", "b2"), qid="q1"):
-    """A result frame of TINY_BOOKS for one query, scores descending in the order given (the re-rankers' tests)."""
-    import pandas as pd
-    import pyterrier as pt
-
-    n = len(docnos)
-    return pt.model.add_ranks(pd.DataFrame({"qid": qid, "query": query, "docno": list(docnos),
-                                            "score": [float(n - i) for i in range(n)]}))
-
-
-def ranked_docnos(res, qid="q1"):
-    """The docnos of one query of a result frame, by rank."""
-    return res[res["qid"] == qid].sort_values("rank")["docno"].tolist()
