@@ -77,6 +77,7 @@ def export(kit: Path, negatives: int, source: str = "minilm") -> None:
 def run(kit: Path, model_dir: str, out: Path, dry: bool = False, epochs_list=EPOCHS, tf32: bool = False) -> None:
     """``tf32``: TensorFloat-32 matrix products (an mpnet cross-encoder trains several times faster on a GPU)."""
     import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     if tf32:
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
@@ -102,7 +103,8 @@ def run(kit: Path, model_dir: str, out: Path, dry: bool = False, epochs_list=EPO
                                max_length=s["max_length"], max_query_tokens=s["max_query_tokens"],
                                max_steps=2 if dry else s["max_steps"], show_progress_bar=False, device=device,
                                extra_metadata={"mined_from": f"recipe top {s['mine_depth']}", "init": "base"})
-        tok, model = ce._load(path, device)
+        tok = AutoTokenizer.from_pretrained(str(path))  # the model as CrossEncoderModel loads it, for scoring
+        model = AutoModelForSequenceClassification.from_pretrained(str(path), num_labels=1).to(device).eval()
         info = json.loads((path / ce.TRAINING_FILE).read_text())
         entry = {"epochs": epochs, "path": str(path), "seconds": info["seconds"], "first_loss": info["first_loss"],
                  "last_loss": info["last_loss"], "scores": {}}
