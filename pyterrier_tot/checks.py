@@ -1,6 +1,6 @@
 """The bad-input policy, written once: the checks every public stage runs at its entry.
 
-The rules (the per-stage table is ``docs/robustness.rst``; ``tests/test_bad_inputs.py`` asserts every cell):
+The rules (the per-stage table is ``docs/robustness.rst``; ``tests/conventions/test_bad_inputs.py`` asserts every cell):
 
 - every input qid is in the output, or the call raises an error naming it. The one exception is a retriever
   that finds nothing for a valid query (or a clue expert whose clue is N/A): the qid has no rows, as a ranking

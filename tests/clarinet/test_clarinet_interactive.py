@@ -77,7 +77,7 @@ def test_a_human_user_plays_a_game(index):
 
 
 def cli(index_path, *extra):
-    # BM25 keeps these about the terminal (ask's default retriever: tests/test_ask_retriever.py)
+    # BM25 keeps these about the terminal (ask's default retriever: tests/clarinet/test_ask_retriever.py)
     return [sys.executable, "-m", "pyterrier_tot.submission.cli", "ask", "--index", str(index_path), "--turns", "3",
             "--retriever", "bm25", *extra]
 

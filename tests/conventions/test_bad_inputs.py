@@ -269,7 +269,7 @@ def test_docs_show_the_same_tables():
     text = DOCS.read_text(encoding="utf8")
     for table in render_tables().split("\n\n"):
         assert table in text, ("docs/robustness.rst is out of date; paste the tables that "
-                               "`python tests/test_bad_inputs.py` prints into it")
+                               "`python -m tests.conventions.test_bad_inputs` prints into it")
 
 
 def test_every_case_has_a_stage_row():

@@ -1,5 +1,5 @@
 """Every code block of README.md and docs/*.rst runs as written (on the tiny data sample the runner sets), or
-says in the docs, on the line before it, why it cannot. The runner is ``tests/docs_runner.py``; the blocks that
+says in the docs, on the line before it, why it cannot. The runner is ``tests/helpers/docs_runner.py``; the blocks that
 ran or were skipped are listed at the end of the pytest output."""
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""``GenerativeRetriever`` in the inspect and bad-input matrices (see ``tests/test_inspect.py``)."""
+"""``GenerativeRetriever`` in the inspect and bad-input matrices (see ``tests/conventions/test_inspect.py``)."""
 
 from tests.helpers.matrix_inputs import Case, queries, results  # noqa: E402
 

@@ -1,7 +1,7 @@
 """Runs the code blocks of README.md and docs/*.rst, so the docs stay copy-paste runnable.
 
-    python tests/docs_runner.py docs/experts.rst        # one page: every block, a status table
-    python tests/docs_runner.py --list                  # every block of every page, without running anything
+    python tests/helpers/docs_runner.py docs/experts.rst        # one page: every block, a status table
+    python tests/helpers/docs_runner.py --list                  # every block of every page, without running anything
 
 Blocks: rst ``.. code-block:: python`` / ``sh`` / ``bash`` / ``console``, literal ``::`` blocks that are Python
 (they compile and call or import something), README fenced ``python`` / ``sh`` / ``bash`` / ``console`` blocks.
