@@ -35,7 +35,7 @@ from pyterrier_tot.recipe import bases  # noqa: E402
 from pyterrier_tot.recipe.protocol import training_info  # noqa: E402
 
 warnings.filterwarnings("ignore")
-NAME = "recipe_depth"
+NAME = "recipe_depth_minilm"
 WORK = _common.WORK / NAME
 CUTS = (1, 5, 10, 20, 100, 1000)
 MEASURES = [*(R @ k for k in CUTS), RR, nDCG @ 10, nDCG @ 1000]
@@ -228,7 +228,7 @@ def _set_name(name: str) -> None:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bases", nargs="+", default=["minilm"],
-                    help="recipe_depth.* is MiniLM's; the default's is recipe_depth_mpnet.* (--now-only)")
+                    help="recipe_depth_minilm.* is MiniLM's; the default's is recipe_depth_mpnet.* (--now-only)")
     ap.add_argument("--train", action="store_true", help="train missing bases (mpnet: ~30 min fp32 on 2 cores)")
     ap.add_argument("--no-birco", action="store_true")
     ap.add_argument("--birco-bases", nargs="+", default=None,
@@ -245,7 +245,7 @@ def main():
     ap.add_argument("--fp32", action="store_true", help="the base as trained without bf16 autocast (a GPU's run)")
     ap.add_argument("--render", action="store_true")
     ap.add_argument("--name", default=NAME, help="the results' file stem, e.g. recipe_depth_mpnet for a run of one "
-                    "base (its rows, runs cache and plot apart from the committed recipe_depth.*)")
+                    "base (its rows, runs cache and plot apart from the committed recipe_depth_minilm.*)")
     args = ap.parse_args()
     _set_name(args.name)
     if args.render:
@@ -383,7 +383,7 @@ def markdown(p) -> str:
         lines.append(f"- {k.split('-')[0]}, {fit} fit on the {'old' if base == 'before' else 'current'} base: "
                      f"`{json.dumps(dict(zip(w['names'], [round(x, 3) for x in w['weights']])))}` "
                      f"(objective {w.get('fit_metric')}: {w.get('fit_score') or 0:.3f} on the tuning slice)")
-    again = "" if NAME == "recipe_depth" else f" --name {NAME}"
+    again = "" if NAME == "recipe_depth_minilm" else f" --name {NAME}"
     lines += ["", f"Total {p['seconds']} s. Re-render: `python benchmarks/recipe/recipe_depth.py --render{again}`.", ""]
     return "\n".join(lines)
 

@@ -63,7 +63,7 @@ BASE_SETTINGS: Dict[str, dict] = {
 #: The base :func:`~pyterrier_tot.recipe.tuned.tuned_pipeline` fine-tunes when none is named: the one we recommend.
 #: On Reddit-TOMT validation its recipe (with its helper, :data:`HELPERS`, and its density prior) has R@5 .712 /
 #: MRR .616 against MiniLM's .614 / .522 (``recipe_depth_mpnet.md``: bases trained as a new checkout trains
-#: them; MiniLM: ``recipe_depth.md``). It costs more: a 420 MB model, two epochs of 28-64 minutes each on two CPU
+#: them; MiniLM: ``recipe_depth_minilm.md``). It costs more: a 420 MB model, two epochs of 28-64 minutes each on two CPU
 #: cores in fp32 (14-32 with native bf16; 23 s in all on an H200) against MiniLM's ~19 for both (which the default
 #: trains too, as its helper), and about 6x the encoding time. ``make demo`` passes ``base="minilm"`` and says so.
 DEFAULT_BASE = "mpnet"

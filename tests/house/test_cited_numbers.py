@@ -14,7 +14,7 @@ REJECTED = ROOT / "benchmarks" / "recipe_rejected" / "results"
 #: The results file whose "the default" row is the number the docs give for ``tuned_pipeline(ds)``.
 DEFAULT_RESULTS = "recipe_depth_mpnet"
 #: The results file and row of ``tuned_pipeline(ds, base="minilm")`` (make demo's recipe).
-MINILM_RESULTS, MINILM_ROW = "recipe_depth", "recipe minilm, after (current base, bagged floor fit, 1000 deep)"
+MINILM_RESULTS, MINILM_ROW = "recipe_depth_minilm", "recipe minilm, after (current base, bagged floor fit, 1000 deep)"
 #: The fine-tuned bases alone, in the same files.
 MPNET_ROW = "mpnet fine-tuned alone (lr 3e-05, epoch 2 of 3)"
 MINILM_BASE_ROW = "minilm fine-tuned alone, now (lr 5e-05, epoch 2 of 2)"
