@@ -22,9 +22,8 @@ import pandas as pd  # noqa: E402
 from ir_measures import RR, R  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot import recipe
+from pyterrier_tot import recipe  # noqa: E402
 from pyterrier_tot.models import native_bf16  # noqa: E402
-from pyterrier_tot.recipe import bases  # noqa: E402
 
 MEASURES = [R @ 1, R @ 5, R @ 20, R @ 100, R @ 1000, RR]
 
@@ -38,12 +37,12 @@ def main():
     t0 = time.time()
     ds = ptt.get_dataset("reddit-tomt-books")
     index = ptt.BookIndex(ds)
-    current = bases.fine_tuned_base(ds, model=args.model, index=index)
-    grid = bases.base_grid(ds, args.model, lrs=args.lrs, epochs=args.epochs, index=index)
-    settings = bases.BASE_SETTINGS.get(args.model, bases.BASE_SETTINGS["minilm"])
+    current = recipe.fine_tuned_base(ds, model=args.model, index=index)
+    grid = recipe.base_grid(ds, args.model, lrs=args.lrs, epochs=args.epochs, index=index)
+    settings = recipe.BASE_SETTINGS.get(args.model, recipe.BASE_SETTINGS["minilm"])
     models = {("current", settings["lr"], settings["epoch"], settings["schedule"]): current,
               **{("grid", lr, e, args.epochs): p for (lr, e), p in grid.items()}}
-    best, table = bases.choose_base(ds, index, models)
+    best, table = recipe.choose_base(ds, index, models)
     tune = table.drop(columns=["order"], errors="ignore").rename(columns={"RR": "MRR"})
     tune["training_s"] = [recipe.training_info(models[k]).get("seconds") for k in tune["key"]]
     val, vqrels = ds.get_topics("validation"), ds.get_qrels("validation")

@@ -32,7 +32,6 @@ import pyterrier_tot as ptt  # noqa: E402
 from pyterrier_tot import recipe
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser  # noqa: E402
 from pyterrier_tot.models import auto_precision, native_bf16  # noqa: E402
-from pyterrier_tot.recipe import bases  # noqa: E402
 
 warnings.filterwarnings("ignore")
 NAME = "bases"
@@ -138,8 +137,8 @@ def main():
     tune, tqrels = recipe.train_data(ds, "tuning")
 
     # ------------------------------------------------------------------ bases, choices on the tuning slice
-    minilm = bases.fine_tuned_base(ds, train=args.train)
-    grid = bases.base_grid(ds, "mpnet", lrs=args.lrs, epochs=args.epochs, index=index, train=args.train)
+    minilm = recipe.fine_tuned_base(ds, train=args.train)
+    grid = recipe.base_grid(ds, "mpnet", lrs=args.lrs, epochs=args.epochs, index=index, train=args.train)
     if not minilm or not grid:
         raise SystemExit("fine-tuned bases missing from the cache: run with --train")
     grid_table = evaluate({f"lr {lr:g}, epoch {e} of {args.epochs}": cached(
@@ -147,7 +146,7 @@ def main():
         for (lr, e), p in sorted(grid.items())}, tune, tqrels)
     best_name = max(grid_table, key=lambda n: (grid_table[n]["R@5"], -list(grid_table).index(n)))
     chosen = sorted(grid.items())[list(grid_table).index(best_name)]
-    settings = bases.BASE_SETTINGS["mpnet"]
+    settings = recipe.BASE_SETTINGS["mpnet"]
     if (settings["lr"], settings["epoch"], settings["schedule"]) != (chosen[0][0], chosen[0][1], args.epochs):
         print(f"WARNING: the tuning slice picks {best_name}; BASE_SETTINGS['mpnet'] says {settings}", flush=True)
     mpnet = chosen[1]
@@ -199,7 +198,7 @@ def main():
                "mpnet_grid": grid_table, "mpnet_chosen": best_name, "precision": precision,
                "precision_table": precision_table, "training": train_info, "encoding_speed": speed,
                "weights": fitted, "results": results, "birco": birco, "timings": timings, "args": vars(args),
-               "threads": torch.get_num_threads(), "base_settings": bases.BASE_SETTINGS,
+               "threads": torch.get_num_threads(), "base_settings": recipe.BASE_SETTINGS,
                "native_bf16": native_bf16(), "grid_precision": GRID_PRECISION}
     _common.write_results(NAME, payload, markdown(payload))
 

@@ -25,10 +25,9 @@ import pandas as pd  # noqa: E402
 import pyterrier as pt  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot import recipe
+from pyterrier_tot import recipe  # noqa: E402
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser  # noqa: E402
 from pyterrier_tot.evaluation import parse_measure  # noqa: E402
-from pyterrier_tot.recipe import bases  # noqa: E402
 
 NAME = "fuser_bagging"
 WORK = _common.WORK / NAME
@@ -40,10 +39,10 @@ def tuning_features(base: str):
     by ``BASE_SETTINGS``; cached as a pickle."""
     ds = ptt.get_dataset("reddit-tomt-books")
     index = ptt.BookIndex(ds)
-    path = bases.fine_tuned_base(ds, model=base, train=False, index=index)
+    path = recipe.fine_tuned_base(ds, model=base, train=False, index=index)
     if path is None:
         raise SystemExit(f"no fine-tuned {base} base in the cache: train it first (recipe_depth.py --train)")
-    fts = {bases.base_expert_name(base): path}
+    fts = {recipe.base_expert_name(base): path}
     tune, tqrels = recipe.tuning_data(ds)
     dp = recipe.build_pipeline(index, fts, depth=None)
     f = WORK / f"tuning-{Path(path).name}.pkl"

@@ -7,7 +7,7 @@ mpnet as the title and as the plot expert (in place of zero-shot MiniLM on the c
 
     python benchmarks/recipe/helper_bases.py [--splits 30] [--render]
 
-The first row (the recipe as it was) is the same-run baseline. Kept in the recipe (``bases.HELPERS``): a helper
+The first row (the recipe as it was) is the same-run baseline. Kept in the recipe (``recipe.HELPERS``): a helper
 whose mean gain over the base, and mean smallest gain, are above the baseline's.
 """
 from __future__ import annotations
@@ -24,10 +24,9 @@ import pandas as pd  # noqa: E402
 import pyterrier as pt  # noqa: E402
 from fuser_bagging import OBJ, fit  # noqa: E402
 
-from pyterrier_tot import recipe
+from pyterrier_tot import recipe  # noqa: E402
 from pyterrier_tot.decomposition.field_expert import FieldExpert  # noqa: E402
 from pyterrier_tot.evaluation import parse_measure  # noqa: E402
-from pyterrier_tot.recipe import bases  # noqa: E402
 
 NAME = "helper_bases"
 WORK = _common.WORK / NAME
@@ -36,13 +35,13 @@ WORK = _common.WORK / NAME
 def features(index, ds):
     """The tuning slice's features: the mpnet recipe's experts, the fine-tuned MiniLM (a helper) and the fine-tuned
     mpnet title / plot experts (extra experts), all on the mpnet recipe's candidates; cached as a pickle."""
-    mp = bases.fine_tuned_base(ds, model="mpnet", train=False, index=index)
-    ml = bases.fine_tuned_base(ds, model="minilm", train=False, index=index)
+    mp = recipe.fine_tuned_base(ds, model="mpnet", train=False, index=index)
+    ml = recipe.fine_tuned_base(ds, model="minilm", train=False, index=index)
     if mp is None or ml is None:
         raise SystemExit("the fine-tuned mpnet and MiniLM bases are not in the cache: train them first "
                          "(python benchmarks/recipe/recipe_depth.py --bases minilm mpnet --train)")
-    fts = {bases.base_expert_name("mpnet"): mp}
-    helpers = {bases.base_expert_name("minilm"): ml}
+    fts = {recipe.base_expert_name("mpnet"): mp}
+    helpers = {recipe.base_expert_name("minilm"): ml}
     extra = {"title_mpnet": FieldExpert(index, "title", "dense", model=mp),
              "plot_mpnet": FieldExpert(index, "plot", "dense", model=mp)}
     dp = recipe.build_pipeline(index, fts, extra_experts=extra, helpers=helpers, depth=None)

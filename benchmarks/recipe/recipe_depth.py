@@ -125,7 +125,7 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
     runs["BM25 (title+text)"] = cached(f"{tag}-bm25", lambda: index.bm25(num_results=1000)(topics), seconds, topics)
     info["BM25 (title+text)"] = seconds_per_query(seconds, f"{tag}-bm25", len(topics))
     for key, paths in models.items():
-        ename = bases.base_expert_name(key)
+        ename = recipe.base_expert_name(key)
         prec = recipe.encoding_precision(ename)
         base_rows = {}
         same = paths["before"][0] == paths["now"][0]  # the base's settings did not change: one row
@@ -143,7 +143,7 @@ def section(ds, index, models: dict, topics, qrels, tag: str, weights: dict, tun
             plan = [plan[0], *plan[2:]]
         mine = (helpers or {}).get(key)
         prior = bool(recipe.recipe_priors(index, key, {ename: paths["now"][0]}))
-        if mine:  # the base's helper experts beside it (bases.HELPERS)
+        if mine:  # the base's helper experts beside it (recipe.HELPERS)
             plan.append(("now", "helpers", recipe.DEPTH, "recipe {key} + helper(s) " + "+".join(mine)
                          + (" (bagged floor fit, 1000 deep)" if prior else
                             " (the default; bagged floor fit, 1000 deep)")))
@@ -240,7 +240,7 @@ def main():
                     help="train the base(s) with this seed instead of the default 42 (helpers keep theirs): with "
                     "--now-only, how much one training run of the default moves its numbers")
     ap.add_argument("--soup", type=int, default=None,
-                    help="the base as the soup of this many runs (bases.base_settings' soup), e.g. the one "
+                    help="the base as the soup of this many runs (recipe.base_settings' soup), e.g. the one "
                     "benchmarks/device/soup_device.py installs: --soup 6 --fp32")
     ap.add_argument("--fp32", action="store_true", help="the base as trained without bf16 autocast (a GPU's run)")
     ap.add_argument("--render", action="store_true")
@@ -260,7 +260,7 @@ def main():
     tune, tqrels = recipe.tuning_data(ds)
     models = {}
     for key in args.bases:
-        now = bases.base_settings(key)
+        now = recipe.base_settings(key)
         old = now if args.now_only else {**now, **BEFORE.get(key, {})}
         models[key] = {}
         for when, cfg in (("before", old), ("now", now)):
@@ -268,11 +268,11 @@ def main():
             if args.train_seed is not None:  # the base's training seed (its helper keeps its own)
                 settings["seed"] = args.train_seed
             settings.update({"soup": args.soup} if args.soup else {}, **({"amp": False} if args.fp32 else {}))
-            path = bases.fine_tuned_base(ds, model=key, train=args.train, index=index, **settings)
+            path = recipe.fine_tuned_base(ds, model=key, train=args.train, index=index, **settings)
             if path is None:
                 raise SystemExit(f"no fine-tuned {key} base ({_label(cfg)}) in the cache: run with --train")
             models[key][when] = (path, _label({**cfg, **settings}))
-    helpers = {key: {bases.base_expert_name(h): bases.fine_tuned_base(ds, model=h, train=args.train, index=index)
+    helpers = {key: {recipe.base_expert_name(h): recipe.fine_tuned_base(ds, model=h, train=args.train, index=index)
                      for h in recipe.default_helpers(key)} for key in args.bases}
     if any(p is None for hs in helpers.values() for p in hs.values()):
         raise SystemExit(f"a helper base of {helpers} is not in the cache: run with --train")

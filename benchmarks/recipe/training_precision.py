@@ -19,9 +19,8 @@ import _common  # noqa: E402  (sets HF_HUB_OFFLINE)
 from ir_measures import RR, R  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot import recipe
+from pyterrier_tot import recipe  # noqa: E402
 from pyterrier_tot.models import native_bf16  # noqa: E402
-from pyterrier_tot.recipe import bases  # noqa: E402
 from pyterrier_tot.recipe.protocol import training_info  # noqa: E402
 
 NAME = "training_precision"
@@ -54,9 +53,9 @@ def main():
     t0 = time.time()
     ds = ptt.get_dataset("reddit-tomt-books")
     index = ptt.BookIndex(ds)
-    cfg = bases.base_settings(args.model)
+    cfg = recipe.base_settings(args.model)
     settings = {k: cfg[k] for k in ("lr", "epoch", "schedule")}
-    paths = {amp: bases.fine_tuned_base(ds, model=args.model, index=index, amp=amp, **settings)
+    paths = {amp: recipe.fine_tuned_base(ds, model=args.model, index=index, amp=amp, **settings)
              for amp in (False, True)}
     systems = {"BM25 (title+text)": index.bm25(num_results=1000)}
     for amp, path in paths.items():

@@ -6,7 +6,7 @@
 
 The default recipe trains mpnet and its MiniLM helper on (request, book) pairs: every step encodes both sides and
 back-propagates through both, and each trained model encodes all 2,679 books again. Each variant here trains both
-models' *request* side only (``recipe.frozen_catalogue.train_request_encoder``) against the zero-shot index of the
+models' *request* side only (``recipe.train_request_encoder``) against the zero-shot index of the
 same model, which the training-free experts need anyway; nothing is encoded after training. Both models get the
 same variant, with the default's learning rate, epochs and 256 tokens (``bases.BASE_SETTINGS``), on the training
 queries outside the tuning slice:

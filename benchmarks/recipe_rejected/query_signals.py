@@ -33,10 +33,9 @@ import helper_bases  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from pyterrier_tot import recipe
+from pyterrier_tot import recipe  # noqa: E402
 from pyterrier_tot.models import DEFAULT_MODEL, load_sentence_transformer  # noqa: E402
 from pyterrier_tot.normalise import normalise_scores  # noqa: E402
-from pyterrier_tot.recipe import bases  # noqa: E402
 from pyterrier_tot.recipe.protocol import train_data  # noqa: E402
 
 NAME = "query_signals"
@@ -128,7 +127,7 @@ def main():
     ds, index = _common.reddit()
     feats, names, plain, helpers, extra, floor, models, _ = helper_bases.features(index, ds)
     tune, qrels = recipe.tuning_data(ds)
-    mpnet = bases.fine_tuned_base(ds, model="mpnet", train=False, index=index)
+    mpnet = recipe.fine_tuned_base(ds, model="mpnet", train=False, index=index)
     feats = feats.assign(qid=feats["qid"].astype(str))
     qrels = qrels.assign(qid=qrels["qid"].astype(str))
     signals = signal_columns(index, ds, tune.assign(qid=tune["qid"].astype(str)), mpnet, seconds)

@@ -41,12 +41,10 @@ def systems(ds, index, train: bool, helper: bool, weights=None) -> dict:
     """{row name: (pipeline factory, the row it is tested against, the base row it must not fall below)} over
     ``index``; ``weights``: the default's fitted fuser (default: ``tuned_pipeline``'s on Reddit, fitted there)."""
     from pyterrier_tot import recipe
-    from pyterrier_tot.recipe import bases
-
-    held = bases.fine_tuned_base(ds, model="mpnet", train=train)
-    refit = bases.fine_tuned_base(ds, n=0, model="mpnet", train=train)
-    helpers = {"dense_ft": bases.fine_tuned_base(ds, model="minilm", train=train)}
-    refit_helpers = {"dense_ft": bases.fine_tuned_base(ds, n=0, model="minilm", train=train)}
+    held = recipe.fine_tuned_base(ds, model="mpnet", train=train)
+    refit = recipe.fine_tuned_base(ds, n=0, model="mpnet", train=train)
+    helpers = {"dense_ft": recipe.fine_tuned_base(ds, model="minilm", train=train)}
+    refit_helpers = {"dense_ft": recipe.fine_tuned_base(ds, n=0, model="minilm", train=train)}
     if None in (held, refit, helpers["dense_ft"]) or (helper and refit_helpers["dense_ft"] is None):
         raise SystemExit("a base or helper is not in the cache: run with --train")
     weights = weights or recipe.tuned_pipeline(ds, index, train=False, verbose=False).weights_path
@@ -159,7 +157,6 @@ def main():
     import pyterrier_tot as ptt
     from pyterrier_tot import recipe
     from pyterrier_tot.models import native_bf16
-    from pyterrier_tot.recipe import bases
     from pyterrier_tot.recipe.protocol import training_info
 
     t0 = time.time()
@@ -179,7 +176,7 @@ def main():
             payload["birco"] = section(bplan, bds.get_topics("dev"), bds.get_qrels("dev"), "birco")
             payload["n"]["birco"] = len(bds.get_topics("dev"))
     for key, model in (("training", "mpnet"), ("helper_training", "minilm")):  # the refitted models' own records
-        path = bases.fine_tuned_base(ds, n=0, model=model, train=False)
+        path = recipe.fine_tuned_base(ds, n=0, model=model, train=False)
         payload[key] = {k: v for k, v in (training_info(path) if path else {}).items()
                         if k in ("steps", "seconds", "amp", "epochs", "lr", "device")}
     payload["seconds"] = time.time() - t0

@@ -27,9 +27,8 @@ import _common  # noqa: E402  (sets HF_HUB_OFFLINE)
 import recipe_depth  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot import recipe
+from pyterrier_tot import recipe  # noqa: E402
 from pyterrier_tot.models import native_bf16  # noqa: E402
-from pyterrier_tot.recipe import bases  # noqa: E402
 from pyterrier_tot.recipe.protocol import training_info  # noqa: E402
 
 NAME = "seed_ensemble"
@@ -42,7 +41,7 @@ def systems(ds, index, p42: str, pseed: str, minilm: str, seed: int, weights: di
     """{row name: (transformer, its fuser's weights or None)}: the bases alone, the default on each, and the
     default with the second run as a second helper. ``weights``: {row name: fitted fuser}, filled on Reddit (fitted
     on its tuning slice, ``ds`` given) and reused on BIRCO (``ds`` None)."""
-    name = bases.base_expert_name("mpnet")
+    name = recipe.base_expert_name("mpnet")
     prec = recipe.encoding_precision(name)
     plan = {DEFAULT: (p42, {"dense_ft": minilm}),
             f"default on the seed-{seed} base": (pseed, {"dense_ft": minilm}),
@@ -114,9 +113,9 @@ def main():
 
     t0 = time.time()
     ds, index = _common.reddit()
-    p42 = bases.fine_tuned_base(ds, model="mpnet", train=False, index=index)
-    pseed = bases.fine_tuned_base(ds, model="mpnet", train=False, index=index, seed=args.seed)
-    minilm = bases.fine_tuned_base(ds, model="minilm", train=False, index=index)
+    p42 = recipe.fine_tuned_base(ds, model="mpnet", train=False, index=index)
+    pseed = recipe.fine_tuned_base(ds, model="mpnet", train=False, index=index, seed=args.seed)
+    minilm = recipe.fine_tuned_base(ds, model="minilm", train=False, index=index)
     if not (p42 and pseed and minilm):
         raise SystemExit("a base is missing from the cache: train the seed-42 default and run recipe_depth.py with "
                          f"--train-seed {args.seed} first (see this file's docstring)")

@@ -115,18 +115,16 @@ def main():
         return
     from pyterrier_tot import recipe
     from pyterrier_tot.decomposition.field_expert import base_expert
-    from pyterrier_tot.recipe import bases
-
     t_start = time.time()
     ds, index = reddit()
     folders = {}
     for seed in SEEDS:
-        folder = bases.fine_tuned_base(ds, model="mpnet", index=index, train=False, verbose=False, seed=seed)
+        folder = recipe.fine_tuned_base(ds, model="mpnet", index=index, train=False, verbose=False, seed=seed)
         if folder is None:
             raise SystemExit(f"no cached mpnet base of seed {seed}: train it first "
-                             f"(bases.fine_tuned_base(ds, model='mpnet', seed={seed}))")
+                             f"(recipe.fine_tuned_base(ds, model='mpnet', seed={seed}))")
         folders[f"s{seed}"] = folder
-    experts = {n: base_expert(index, "dense", model=f, precision=bases.BASE_SETTINGS["mpnet"]["precision"])
+    experts = {n: base_expert(index, "dense", model=f, precision=recipe.BASE_SETTINGS["mpnet"]["precision"])
                for n, f in folders.items()}
     pipe = recipe.tuned_pipeline(ds, index, train=False, verbose=False, depth=None)
     tuning, tq = recipe.train_data(ds, "tuning", recipe.TUNING_QUERIES, recipe.TUNING_SEED)

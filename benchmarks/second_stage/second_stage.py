@@ -35,7 +35,6 @@ from strong_retrievers import ce_scores, interpolate  # noqa: E402
 import pyterrier_tot as ptt  # noqa: E402
 from pyterrier_tot import recipe
 from pyterrier_tot.models import native_bf16  # noqa: E402
-from pyterrier_tot.recipe import second_stage  # noqa: E402
 from pyterrier_tot.rerank.cross_encoder import CrossEncoderReranker, train_cross_encoder  # noqa: E402
 
 NAME = "second_stage"
@@ -89,7 +88,7 @@ def evaluate(runs: dict, topics, qrels, baseline: str) -> list:
 
 
 def main():
-    S = second_stage.SETTINGS  # the library's defaults are the benchmark's
+    S = recipe.CROSS_ENCODER_SETTINGS  # the library's defaults are the benchmark's
     ap = argparse.ArgumentParser()
     ap.add_argument("--negatives", type=int, default=S["n_negatives"])
     ap.add_argument("--mine-depth", type=int, default=S["mine_depth"])
@@ -132,14 +131,14 @@ def main():
     settings = dict(n_negatives=args.negatives, mine_depth=args.mine_depth, epochs=args.epochs, lr=args.lr,
                     head_lr=args.head_lr or None,
                     batch_queries=args.batch_queries, max_length=args.max_length, max_query_tokens=args.query_tokens)
-    groups = second_stage.recipe_groups(ds, index, pipe, args.negatives, args.mine_depth, run=rest_run)
+    groups = recipe.recipe_groups(ds, index, pipe, args.negatives, args.mine_depth, run=rest_run)
     if args.smoke:
         out = WORK / "ce"
         if not (out / "pt_meta.json").is_file():
             train_cross_encoder(groups[:8], out, base_model=base, n_negatives=args.negatives, max_steps=2,
                                 max_length=args.max_length, max_query_tokens=args.query_tokens)
     else:
-        out = Path(second_stage.recipe_cross_encoder(ds, index, base="minilm", pipeline=pipe, run=rest_run,
+        out = Path(recipe.recipe_cross_encoder(ds, index, base="minilm", pipeline=pipe, run=rest_run,
                                                        **settings))
     training = recipe.training_info(out)
     ce = CrossEncoderReranker(out, index, k=max(args.ks))
