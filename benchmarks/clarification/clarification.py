@@ -241,7 +241,10 @@ def phase_llm(env, payload, args):
         state = pd.DataFrame({"qid": topics["qid"].astype(str), "query": topics["query"],
                               "query_0": topics["query"], "history": [[] for _ in range(len(topics))]})
         t0 = time.perf_counter()
-        cands = ClarificationGame._cands(env.game("x", qrels, env.oracle)._retrieve(state))
+        game = env.game("x", qrels, env.oracle)  # its turn-0 distribution: (docnos, probabilities) by rank
+        res = game.distribution(game.retriever(state[["qid", "query"]]))
+        cands = {q: (g["docno"].tolist(), g["prob"].to_numpy(float))
+                 for q, g in res.sort_values(["qid", "rank"]).groupby("qid", sort=False)}
         u0 = llm.usage.as_dict()
         _, pools, _ = pool_maker.ask(state, cands, turn=1)
         cached = dict(zip(state["qid"], pools))

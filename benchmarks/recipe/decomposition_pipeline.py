@@ -28,8 +28,7 @@ from ir_measures import RR, R  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
 from pyterrier_tot import recipe  # noqa: E402
-from pyterrier_tot._plumbing.util import is_missing  # noqa: E402
-from pyterrier_tot.decomposition.clues import YEAR_COLUMN, clue_column  # noqa: E402
+from pyterrier_tot.decomposition.clues import YEAR_COLUMN, clue_column, clues_na_as_none  # noqa: E402
 from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert  # noqa: E402
 from pyterrier_tot.decomposition.pipeline import ClueLookup  # noqa: E402
 from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor  # noqa: E402
@@ -143,9 +142,10 @@ def main():
     specs = [("title", "dense"), ("title", "bm25"), ("plot", "dense"), ("plot", "bm25"), ("genre", "dense"),
              ("author", "dense")]
     for cname, cdf in clue_sets.items():
+        given = clues_na_as_none(cdf)  # N/A clues as None
         for field, backend in specs:
             col = clue_column(field)
-            has = ~cdf[col].map(is_missing) if col in cdf else pd.Series(False, index=cdf.index)
+            has = given[col].notna() if col in cdf else pd.Series(False, index=cdf.index)
             e = FieldExpert(index, field, backend)
             row = {"clues": cname, "expert": f"{field} ({backend})", "% not N/A": round(100 * has.mean(), 1)}
             if e.empty_field:
@@ -154,7 +154,7 @@ def main():
                 row.update(evaluate({row["expert"]: e}, cdf[has], vqrels)[row["expert"]])
             table6.append(row)
             print(row)
-        has_year = cdf[YEAR_COLUMN].map(lambda v: not is_missing(v)) if YEAR_COLUMN in cdf else pd.Series(False)
+        has_year = given[YEAR_COLUMN].notna() if YEAR_COLUMN in cdf else pd.Series(False)
         table6.append({"clues": cname, "expert": "date (symbolic)", "% not N/A": round(100 * has_year.mean(), 1),
                        "note": "Reddit-TOMT books have no year: score is the neutral 1.0 for every book"})
 
