@@ -159,9 +159,8 @@ def __getattr__(name: str):
     import importlib
     import warnings
 
-    import pyterrier_tot
-    from pyterrier_tot import recipe
-
+    # found by name at run time, as the old paths of ``_compat.MOVED`` are: the package imports this module
+    recipe, pyterrier_tot = importlib.import_module("pyterrier_tot.recipe"), importlib.import_module("pyterrier_tot")
     if name in _RENAMED:
         module, new = _RENAMED[name]
         found, where = getattr(importlib.import_module(f"pyterrier_tot.recipe.{module}"), new), f"recipe.{new}"
