@@ -1,4 +1,5 @@
-"""The CLARINET stages' cases for ``tests/conventions/test_inspect.py`` and rows for ``tests/conventions/test_bad_inputs.py``."""
+"""The CLARINET stages' cases for ``tests/conventions/test_inspect.py`` and rows for
+``tests/conventions/test_bad_inputs.py``."""
 import pandas as pd
 
 from pyterrier_tot.clarinet import (

@@ -1,7 +1,7 @@
-"""Cases for ``tests/conventions/test_inspect.py`` / ``tests/conventions/test_bad_inputs.py``: the bf16 dense stages (issue 17, encoding
-speed). Their bad-input rows are those of BookIndex.dense / BookIndex.dense_scorer (``stage_key`` falls back to
-the name without the mode). The length-sorted document encoder takes document frames, outside the query /
-result-frame matrix: tests/index/test_encoding_speed_options.py covers it."""
+"""Cases for ``tests/conventions/test_inspect.py`` / ``tests/conventions/test_bad_inputs.py``: the bf16 dense
+stages (issue 17, encoding speed). Their bad-input rows are those of BookIndex.dense / BookIndex.dense_scorer
+(``stage_key`` falls back to the name without the mode). The length-sorted document encoder takes document frames,
+outside the query / result-frame matrix: tests/index/test_encoding_speed_options.py covers it."""
 from tests.helpers.matrix_inputs import Case, queries, results
 
 CASES = [
