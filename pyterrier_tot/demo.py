@@ -24,7 +24,7 @@ import pandas as pd
 def systems(ds, index, fine_tuned=True, train=True, base="minilm"):
     """(names, transformers) of the demo: the baseline first."""
     import pyterrier_tot as ptt
-    from pyterrier_tot.recipe.tuned import tuned_pipeline
+    from pyterrier_tot.recipe import tuned_pipeline
 
     bm25 = index.bm25()
     dp = tuned_pipeline(ds, index, fine_tuned=fine_tuned, train=train, base=base)
@@ -57,7 +57,7 @@ def main(argv=None) -> pd.DataFrame:
     topics, qrels = ds.get_topics(args.split), ds.get_qrels(args.split)
     index = ptt.BookIndex(ds)
     print(f"{ds.name} {args.split}: {len(topics)} queries, {len(index)} books; indexes in {index.path}")
-    from pyterrier_tot.recipe.tuned import DEFAULT_BASE
+    from pyterrier_tot.recipe import DEFAULT_BASE
 
     if not args.no_ft and args.base != DEFAULT_BASE:
         print(f"the decomposition pipeline's base here is {args.base}, the fast one for a first run; "

@@ -29,7 +29,7 @@ __all__ = ["SampledDataset", "sample_dataset", "env_sample", "SAMPLE_ENV"]
 #: The environment variable that samples every data set :func:`get_dataset` returns.
 SAMPLE_ENV = "PYTERRIER_TOT_SAMPLE"
 #: Training queries a sample keeps beyond ``n``: the recipe's tuning slice
-#: (:data:`pyterrier_tot.recipe.tuned.TUNING_QUERIES`; a test keeps the two equal).
+#: (:data:`pyterrier_tot.recipe.protocol.TUNING_QUERIES`; a test keeps the two equal).
 TRAIN_EXTRA = 300
 
 
