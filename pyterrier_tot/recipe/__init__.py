@@ -72,7 +72,13 @@ from pyterrier_tot.recipe.expert_training import (
     training_metadata,
 )
 from pyterrier_tot.recipe.frozen_catalogue import train_request_encoder
-from pyterrier_tot.recipe.hard_negatives import HN_DEPTH, HN_NEGATIVES, fine_tuned_hard, hard_negative_examples
+from pyterrier_tot.recipe.hard_negatives import (
+    HN_DEPTH,
+    HN_NEGATIVES,
+    fine_tuned_hard,
+    hard_negative_examples,
+    hard_negatives_dir,
+)
 from pyterrier_tot.recipe.plan import RecipePlan, recipe_plan
 from pyterrier_tot.recipe.protocol import (
     REDDIT_TUNING_FINGERPRINT,
@@ -135,8 +141,8 @@ __all__ = [
     # the bases and their helpers
     "fine_tuned_base", "fine_tuned_bases", "base_dir", "base_settings", "base_expert_name", "as_bases", "hub_name",
     "encoding_precision", "default_helpers", "warn_untrained", "base_grid", "choose_base", "choose_epoch",
-    "TrainingSet", "BASE_SETTINGS", "HELPERS", "fine_tuned_hard", "hard_negative_examples", "HN_NEGATIVES",
-    "HN_DEPTH",
+    "TrainingSet", "BASE_SETTINGS", "HELPERS", "fine_tuned_hard", "hard_negative_examples", "hard_negatives_dir",
+    "HN_NEGATIVES", "HN_DEPTH",
     # training
     "train_biencoder", "train_base_retriever", "train_field_expert", "load_clue_cache", "train_request_encoder",
     "build_pairs", "build_examples", "training_metadata",

@@ -111,9 +111,11 @@ def sample_negatives(mined: pd.DataFrame, n: int = 1, seed: int = 0,
 HN_NEGATIVES, HN_DEPTH = 2, 30
 
 
-def _hn_dir(dataset, model: str, n: int, n_neg: int, epoch: int, clue_forms: bool, miners: Sequence[str],
-            depth: int = HN_DEPTH, train_kwargs: Optional[dict] = None) -> Path:
-    """The folder of hard-negative epoch ``epoch``: its name carries every setting that changes the model."""
+def hard_negatives_dir(dataset, model: str, n: int, n_neg: int, epoch: int, clue_forms: bool, miners: Sequence[str],
+                       depth: int = HN_DEPTH, train_kwargs: Optional[dict] = None) -> Path:
+    """Where :func:`fine_tuned_hard` keeps hard-negative round ``epoch`` of base ``model`` (``n``: the tuning slice,
+    ``n_neg`` negatives a query, ``miners``, ``depth``, ``clue_forms``, ``train_kwargs`` as it takes them): its
+    name carries every setting that changes the model."""
     kw = dict(train_kwargs or {})
     clues = "-clues" if clue_forms else ""
     steps = f"-s{kw.pop('max_steps')}" if kw.get("max_steps") else ""
@@ -184,7 +186,7 @@ def fine_tuned_hard(dataset, index=None, epochs: int = 1, n_negatives: int = HN_
     amp = base_settings(model)["amp"]
     rest = train_data(dataset, "rest", n)[0]
     for epoch in range(1, epochs + 1):
-        out = _hn_dir(dataset, model, n, n_negatives, epoch, clue_forms, miners, depth, train_kwargs)
+        out = hard_negatives_dir(dataset, model, n, n_negatives, epoch, clue_forms, miners, depth, train_kwargs)
 
         def found(out=out) -> Optional[str]:
             if not complete_model(out):

@@ -8,7 +8,7 @@ import pytest
 
 from pyterrier_tot import recipe
 from pyterrier_tot._plumbing.util import cache_folder, dataset_tag, flat_name
-from pyterrier_tot.recipe import hard_negatives, weights
+from pyterrier_tot.recipe import weights
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pyterrier_tot"
 LOCAL = SimpleNamespace(name="trec-tot-local/my-books")
@@ -22,7 +22,7 @@ def test_a_dataset_name_with_a_slash_gives_one_flat_folder(tmp_path, monkeypatch
     folders = {
         "base": recipe.base_dir(LOCAL),
         "base mpnet": recipe.base_dir(LOCAL, "mpnet"),
-        "hard negatives": hard_negatives._hn_dir(LOCAL, "minilm", 300, 3, 1, False, ("bm25", "dense")),
+        "hard negatives": recipe.hard_negatives_dir(LOCAL, "minilm", 300, 3, 1, False, ("bm25", "dense")),
         "cross-encoder": recipe.cross_encoder_dir(LOCAL),
         "second stage": recipe.recipe_cross_encoder_dir(str(recipe.base_dir(LOCAL, "mpnet"))),
         "fuser weights": recipe.weights_path(LOCAL.name, index, None, 300, 0, 100, 50),

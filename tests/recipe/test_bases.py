@@ -361,7 +361,8 @@ def test_hard_negative_round_mines_the_near_misses_of_its_own_base(index, tmp_pa
     with pytest.raises(ValueError, match="base_model"):
         hard_negatives.hard_negative_examples(ds, index, n=4, miners=("base",))
     # names: the current MiniLM base is not the legacy one; settings that change the model change the folder
-    name = hard_negatives._hn_dir(ds, "minilm", 4, 2, 1, True, ("bm25", "base")).name
+    name = recipe.hard_negatives_dir(ds, "minilm", 4, 2, 1, True, ("bm25", "base")).name
     assert name.startswith("hn-" + bases.base_dir(ds, "minilm", 4).name) and "-from-bm25+base" in name
-    assert hard_negatives._hn_dir(ds, "minilm", 4, 2, 1, True, ("bm25", "base"), train_kwargs={"lr": 5e-5}).name != name
-    assert hard_negatives._hn_dir(ds, "minilm", 4, 2, 1, True, ("bm25", "base"), depth=50).name != name
+    lr = recipe.hard_negatives_dir(ds, "minilm", 4, 2, 1, True, ("bm25", "base"), train_kwargs={"lr": 5e-5})
+    assert lr.name != name
+    assert recipe.hard_negatives_dir(ds, "minilm", 4, 2, 1, True, ("bm25", "base"), depth=50).name != name
