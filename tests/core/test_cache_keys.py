@@ -2,7 +2,6 @@
 ``_cache_key.cache_key``), never by reprs: a repr changed still finds the cache, a setting changed misses it, and
 weights fitted under the old repr-based key are copied to the new key with a warning, never silently mixed."""
 import json
-from types import SimpleNamespace
 
 import pandas as pd
 import pyterrier as pt
@@ -12,7 +11,7 @@ import pyterrier_tot as ptt
 from pyterrier_tot import recipe
 from pyterrier_tot._plumbing.cache_key import cache_key, settings_of
 from pyterrier_tot.decomposition.field_expert import FieldExpert
-from pyterrier_tot.recipe import DensityPrior, weights
+from pyterrier_tot.recipe import DensityPrior
 from tests.helpers.books import TINY_BOOKS
 
 
@@ -22,13 +21,10 @@ def index(tmp_path_factory):
 
 
 @pytest.fixture
-def key_of(tmp_path, monkeypatch):
+def key_of(index, tmp_path, monkeypatch):
     """The folder the recipe's fitted weights are looked up in, for these extra experts (data and models fixed)."""
     monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
-    monkeypatch.setattr(weights, "_date_acts", lambda index: False)
-    monkeypatch.setattr(weights, "_author_acts", lambda index: False)
-    fixed = SimpleNamespace(fingerprint="f00d")
-    return lambda extra, **kw: recipe.weights_path("tiny", fixed, None, 4, 0, 3, 2, extra, **kw)
+    return lambda extra, **kw: recipe.weights_path("tiny", index, None, 4, 0, 3, 2, extra, **kw)
 
 
 def test_a_repr_changed_still_hits_a_setting_changed_misses(index, key_of, monkeypatch):
@@ -58,19 +54,32 @@ def test_settings_are_explicit_versioned_and_plain(index):
     assert settings_of(pt.Transformer.identity())["repr"] == repr(pt.Transformer.identity())
 
 
-def test_weights_fitted_under_the_old_repr_key_are_copied_with_a_warning(index, key_of, tmp_path):
+def test_weights_fitted_under_the_old_repr_key_are_copied_with_a_warning(index, tmp_path, monkeypatch):
+    """A look-up of the recipe's weights (``fitted_weights(fit=False)``) finds a fit made when extra experts were
+    keyed by their reprs, copies it to the settings-based key with a warning, and reads it from there."""
+    from tests.helpers.tiny_datasets import TinyDataset
+
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
+    ds = TinyDataset()
+    text = recipe.text_fingerprint(recipe.tuning_data(ds, 4)[0])
+
+    def key(extra, **kw):
+        return recipe.weights_path(ds.name, index, None, 4, recipe.TUNING_SEED, 3, 2, extra, tuning_text=text, **kw)
+
+    def look_up(extra):
+        return recipe.fitted_weights(ds, index, None, n=4, k=3, expert_k=2, extra_experts=extra, fit=False)
+
     extra = {"density": DensityPrior(index, k=3)}
-    old, new = key_of(extra, legacy=True), key_of(extra)
+    old, new = key(extra, legacy=True), key(extra)
     assert old != new and old.parent == new.parent
     old.mkdir(parents=True)
     (old / "pt_meta.json").write_text(json.dumps({"type": "fuser_weights", "format": "json"}))
     (old / "weights.json").write_text(json.dumps({"names": ["density"], "weights": [0.5]}))
     with pytest.warns(UserWarning, match=f"{old.name} were keyed by the extra experts' reprs; copied to {new.name}"):
-        weights._migrate_legacy(old, new, {})
+        assert look_up(extra) == new
     assert json.loads((new / "weights.json").read_text())["weights"] == [0.5] and old.is_dir()
-    other = key_of({"density": DensityPrior(index, k=4)})
-    weights._migrate_legacy(key_of({"density": DensityPrior(index, k=4)}, legacy=True), other, {})
-    assert not other.exists()  # no old fit for these settings: nothing copied, it is fitted
+    other = {"density": DensityPrior(index, k=4)}
+    assert look_up(other) is None and not key(other).exists()  # no old fit for these settings: nothing copied
 
 
 def test_a_generative_expert_is_keyed_by_its_settings():
