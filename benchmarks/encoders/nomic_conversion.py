@@ -1,7 +1,8 @@
 """Is the converted nomic-embed-text-v1.5 the model of its GGUF file? PyTorch (the sentence-transformers folder of
-``pyterrier_tot.nomic.convert_gguf``) against llama.cpp (llama-cpp-python on the same GGUF, ``embedding=True``) on
-the first 50 Reddit-TOMT validation requests and 50 books (their gold books, then the corpus in order), each with its
-prompt (``search_query: `` / ``search_document: ``), books as the dense index encodes them (title + text).
+``pyterrier_tot.models.nomic.convert_gguf``) against llama.cpp (llama-cpp-python on the same GGUF,
+``embedding=True``) on the first 50 Reddit-TOMT validation requests and 50 books (their gold books, then the corpus
+in order), each with its prompt (``search_query: `` / ``search_document: ``), books as the dense index encodes them
+(title + text).
 
 Rule, written before the run: the conversion stands when the mean cosine between the two engines' vectors is at
 least 0.999 over the 100 texts, and every request ranks the same top 10 of the 50 books with both.
@@ -80,7 +81,7 @@ def main() -> None:
     import torch
 
     from pyterrier_tot.models import load_sentence_transformer
-    from pyterrier_tot.nomic import DOCUMENT_PROMPT, QUERY_PROMPT, nomic_gguf
+    from pyterrier_tot.models.nomic import DOCUMENT_PROMPT, QUERY_PROMPT, nomic_gguf
 
     torch.set_num_threads(2)
     t0 = time.time()

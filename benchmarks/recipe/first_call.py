@@ -33,7 +33,7 @@ NAME = "first_call"
 
 def fresh_cache(tmp: str) -> Path:
     """A new ``$PYTERRIER_TOT_CACHE`` under ``tmp`` holding only all-mpnet-base-v2's own weights."""
-    from pyterrier_tot import models
+    from pyterrier_tot.models import loading as models
 
     mpnet = Path(models.resolve_model("mpnet"))
     cache = Path(tmp) / "cache"
@@ -49,7 +49,7 @@ def plans() -> dict:
     """The plan a cold first call prints (each step timed on a few examples here), natively and as in fp32;
     nothing is trained."""
     import pyterrier_tot as ptt
-    from pyterrier_tot import models
+    from pyterrier_tot.models import loading as models
     from pyterrier_tot.recipe import plan
 
     out = {}
@@ -72,7 +72,7 @@ def plans() -> dict:
 
 def one_run(fp32: bool) -> dict:
     import pyterrier_tot as ptt
-    from pyterrier_tot import models
+    from pyterrier_tot.models import loading as models
     from pyterrier_tot.recipe import plan
     from pyterrier_tot.recipe.expert_training import training_metadata
 

@@ -7,7 +7,7 @@
 Same protocol as mpnet's base (:mod:`pyterrier_tot.recipe.protocol`, ``bases.BASE_SETTINGS["nomic"]``: lr 3e-5,
 epoch 2 of a 3-epoch schedule, bf16 autocast where the CPU runs it natively, batch 16, the training queries outside
 the tuning slice), with nomic's prompts on both sides of every training pair and every encoding
-(:mod:`pyterrier_tot.model_prompts`). The MiniLM helper and the density prior stay as in the default.
+(:mod:`pyterrier_tot.models.prompts`). The MiniLM helper and the density prior stay as in the default.
 
 Lengths first (requests: median 130 words, 6% over 280; books shorter): the base trains at ``max_seq_length`` 256
 (mpnet's) and 384, and the length whose recipe has the higher objective on the tuning slice is the nomic base's;

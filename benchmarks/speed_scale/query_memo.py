@@ -18,7 +18,7 @@ import _common  # noqa: E402  (sets HF_HUB_OFFLINE)
 import pandas as pd  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot import models  # noqa: E402
+from pyterrier_tot.models import loading as models  # noqa: E402
 
 MEASURES = ["R@5", "R@10", "R@100", "RR"]
 

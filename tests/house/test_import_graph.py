@@ -9,9 +9,9 @@ and why:
 - ``pyterrier_tot/__init__.py`` (the top-level re-exports): every public name is re-exported there, so a module that
   reads ``pyterrier_tot.__version__`` would look like a circle with everything. Subpackage ``__init__`` files are
   nodes like any module (``from pyterrier_tot.llm import LLM`` runs ``llm/__init__.py``).
-- The deprecated old module paths (``pyterrier_tot/retrieval.py`` ...) are stub files that import only
-  ``pyterrier_tot._compat`` (which finds their new module by name, at run time). An import of a name that is no
-  module file is an edge to the module it is imported from.
+- The deprecated old module paths (``pyterrier_tot.retrieval``, ``pyterrier_tot.bars`` ...) are no files: rows of
+  ``pyterrier_tot._compat.MOVED``, whose module objects find their new module by name, at run time. An import of a
+  name that is no module file is an edge to the module it is imported from.
 - The parent packages that Python imports on the way to a submodule are not edges (each would close a circle
   through its own re-exports); only what a module names.
 """
