@@ -4,11 +4,13 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 
 from pyterrier_tot import recipe
 from pyterrier_tot._plumbing.util import cache_folder, dataset_tag, flat_name
-from pyterrier_tot.recipe import weights
+from pyterrier_tot.index import BookIndex
+from tests.helpers.books import TINY_BOOKS
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pyterrier_tot"
 LOCAL = SimpleNamespace(name="trec-tot-local/my-books")
@@ -16,9 +18,7 @@ LOCAL = SimpleNamespace(name="trec-tot-local/my-books")
 
 def test_a_dataset_name_with_a_slash_gives_one_flat_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
-    monkeypatch.setattr(weights, "_date_acts", lambda index: False)
-    monkeypatch.setattr(weights, "_author_acts", lambda index: False)
-    index = SimpleNamespace(fingerprint="f00d")
+    index = BookIndex(pd.DataFrame(TINY_BOOKS), path=tmp_path / "index")
     folders = {
         "base": recipe.base_dir(LOCAL),
         "base mpnet": recipe.base_dir(LOCAL, "mpnet"),
