@@ -75,8 +75,12 @@ def recipe_cross_encoder_dir(base: str, **settings) -> Path:
 
 
 
-#: Kept for older callers: :func:`recipe_cross_encoder_dir`'s name before the two cross-encoder trainers became one.
-model_dir = recipe_cross_encoder_dir
+def model_dir(base: str, **settings) -> Path:
+    """Deprecated: :func:`recipe_cross_encoder_dir` (the same folder), its name before the two cross-encoder
+    trainers became one."""
+    warnings.warn("second_stage.model_dir(...) is recipe_cross_encoder_dir(...) now; call that", DeprecationWarning,
+                  stacklevel=2)
+    return recipe_cross_encoder_dir(base, **settings)
 
 #: ``negatives="bm25+dense"``: negatives per query, sequence lengths, steps (the CPU budget; None = 1 epoch).
 CE_NEGATIVES, CE_MAX_LENGTH, CE_QUERY_TOKENS, CE_STEPS = 3, 160, 96, 100

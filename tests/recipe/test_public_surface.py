@@ -52,3 +52,14 @@ def test_the_density_prior_lives_beside_the_other_experts():
     with pytest.warns(DeprecationWarning, match="moved to pyterrier_tot.decomposition.density_prior"):
         from pyterrier_tot.recipe.density_prior import DensityPrior, recipe_priors
     assert DensityPrior is recipe.DensityPrior and recipe_priors is recipe.recipe_priors
+
+
+def test_the_cross_encoders_old_names_warn_and_give_the_same_folders(tmp_path, monkeypatch):
+    from pyterrier_tot.recipe import second_stage
+
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
+    with pytest.warns(DeprecationWarning, match="recipe_cross_encoder_dir"):
+        assert second_stage.model_dir("/models/base-x") == recipe.recipe_cross_encoder_dir("/models/base-x")
+    with pytest.warns(DeprecationWarning, match="moved to pyterrier_tot.recipe.second_stage"):
+        from pyterrier_tot.recipe.mined_cross_encoder import cross_encoder_dir
+    assert cross_encoder_dir is recipe.cross_encoder_dir
