@@ -230,6 +230,35 @@ def check_index(index, who: str):
     return index
 
 
+class CheckedIndex:
+    """A book index checked once where it entered (``tuned_pipeline``, ``decomposition_pipeline``), with what that
+    entry learnt about its corpus, handed to the stages built over it so that none checks it again.
+
+    A stage given one takes its ``index`` (:func:`index_of`: no second :func:`check_index`); ``has_dates`` is
+    whether a book of the corpus has a year (:func:`~pyterrier_tot.decomposition.date_expert.corpus_has_dates`),
+    ``None`` until asked. It is never stored in a stage: stages keep, print and key the index itself."""
+
+    __slots__ = ("index", "has_dates")
+
+    def __init__(self, index, has_dates: Optional[bool] = None):
+        self.index = index
+        self.has_dates = has_dates
+
+    @classmethod
+    def of(cls, index, who: str) -> "CheckedIndex":
+        """``index`` checked (:func:`check_index`, naming ``who``), or as it is when an entry before checked it."""
+        return index if isinstance(index, CheckedIndex) else cls(check_index(index, who))
+
+    def __repr__(self):
+        return f"CheckedIndex({self.index!r}, has_dates={self.has_dates!r})"
+
+
+def index_of(index, who: str):
+    """The book index a stage is built over: a :class:`CheckedIndex`'s (checked where it entered, not again), or
+    ``index`` itself after :func:`check_index`."""
+    return index.index if isinstance(index, CheckedIndex) else check_index(index, who)
+
+
 def check_llm(llm, who: str):
     """An LLM client (``ptt.LLM``, ``LlamaServer.llm()``: anything with ``chat`` and ``chat_many``)."""
     if not (callable(getattr(llm, "chat_many", None)) and callable(getattr(llm, "chat", None))):
@@ -285,6 +314,6 @@ def report_missing_qids(inp: pd.DataFrame, out: pd.DataFrame, who: str, owner=No
     return missing
 
 
-__all__ = ["UNKNOWN_DOCNOS", "check_query_text", "query_level_columns", "fill_query_columns", "check_unique_qids",
-           "check_unique_pairs", "check_scores", "check_query_frame", "check_result_frame",
-           "check_unknown_docnos_arg", "unknown_docnos", "add_ranks", "report_missing_qids"]
+__all__ = ["UNKNOWN_DOCNOS", "CheckedIndex", "index_of", "check_query_text", "query_level_columns",
+           "fill_query_columns", "check_unique_qids", "check_unique_pairs", "check_scores", "check_query_frame",
+           "check_result_frame", "check_unknown_docnos_arg", "unknown_docnos", "add_ranks", "report_missing_qids"]

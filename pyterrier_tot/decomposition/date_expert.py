@@ -45,11 +45,12 @@ import pyterrier_alpha as pta
 from pyterrier_tot._plumbing.reprs import SettingsEquality, code_repr, keyword_settings
 from pyterrier_tot._plumbing.util import ColumnsValueError, empty_scored, explain_columns, is_missing
 from pyterrier_tot.checks import (
+    CheckedIndex,
     add_ranks,
-    check_index,
     check_number,
     check_result_frame,
     check_unknown_docnos_arg,
+    index_of,
     unknown_docnos,
 )
 from pyterrier_tot.datasets.books import parse_year
@@ -73,8 +74,16 @@ def corpus_has_dates(index) -> bool:
     """Whether any book of ``index`` (a :class:`~pyterrier_tot.index.BookIndex`) has a publication year, i.e.
     whether a :class:`DateExpert` over it can score anything but the neutral value. Reads the ``year`` column of
     an in-memory corpus (milliseconds for thousands of books); a streamed corpus is judged on its first
-    :data:`STREAMED_SAMPLE` documents. Reddit-TOMT: False; Goodreads / WhatsThatBook books with years: True."""
-    check_index(index, "corpus_has_dates")
+    :data:`STREAMED_SAMPLE` documents. Reddit-TOMT: False; Goodreads / WhatsThatBook books with years: True.
+    A :class:`~pyterrier_tot.checks.CheckedIndex` answers from what its entry learnt (and learns it once)."""
+    if isinstance(index, CheckedIndex):
+        if index.has_dates is None:
+            index.has_dates = _has_dates(index.index)
+        return index.has_dates
+    return _has_dates(index_of(index, "corpus_has_dates"))
+
+
+def _has_dates(index) -> bool:
     if getattr(index, "streamed", False):
         store = getattr(index, "_store", None)
         if store is None:
@@ -96,9 +105,9 @@ class DateExpert(SettingsEquality, pt.Transformer):
                  clue: str = YEAR_COLUMN, year_column: str = "year", unknown_docnos: str = "raise"):
         check_number(tau, "tau", "DateExpert", low=0, low_open=True)
         check_number(neutral, "neutral", "DateExpert")
-        if index is not None:
-            check_index(index, "DateExpert")
-        self.index = index
+        # an entry that learnt the corpus has years spares the check before the first scoring
+        learnt = isinstance(index, CheckedIndex) and bool(index.has_dates)
+        self.index = None if index is None else index_of(index, "DateExpert")
         self.soft = soft
         self.tau = float(tau)
         self.neutral = float(neutral)
@@ -107,7 +116,7 @@ class DateExpert(SettingsEquality, pt.Transformer):
         # a docno the index does not hold has no year; scoring it neutral would make a score up
         self.unknown_docnos = check_unknown_docnos_arg(unknown_docnos)
         self._book_years = None
-        self._dates_checked = False
+        self._dates_checked = learnt
 
     @staticmethod
     def acts(index) -> bool:

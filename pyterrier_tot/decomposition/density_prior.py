@@ -36,11 +36,12 @@ import pyterrier_alpha as pta
 from pyterrier_tot._plumbing.reprs import SettingsEquality, code_repr, keyword_settings
 from pyterrier_tot._plumbing.util import ColumnsValueError, empty_scored, explain_columns
 from pyterrier_tot.checks import (
+    CheckedIndex,
     add_ranks,
-    check_index,
     check_int,
     check_result_frame,
     check_unknown_docnos_arg,
+    index_of,
     unknown_docnos,
 )
 from pyterrier_tot.console import bar as progress_bar
@@ -85,7 +86,7 @@ def book_density(index, model=None, k: int = DENSITY_K, fields: Sequence[str] = 
     precision=precision)`` and cached beside them. See the module docs."""
     from pyterrier_tot._plumbing import artifact as art
 
-    check_index(index, "book_density")
+    index = index_of(index, "book_density")
     k, reference = check_int(k, "k", "book_density"), check_int(reference, "reference", "book_density")
     flex = index.flex_index(model, fields, precision=precision)
     vec_folder = Path(flex.index_path).parent
@@ -129,8 +130,7 @@ class DensityPrior(SettingsEquality, pt.Transformer):
     def __init__(self, index, model=None, *, k: int = DENSITY_K, fields: Sequence[str] = ("title", "text"),
                  precision: Optional[str] = None, unknown_docnos: str = "raise", reference: int = REFERENCE_BOOKS,
                  seed: int = 0):
-        check_index(index, "DensityPrior")
-        self.index = index
+        self.index = index_of(index, "DensityPrior")
         self.model = model
         self.k = check_int(k, "k", "DensityPrior")
         self.fields = fields_tuple(fields)
@@ -143,7 +143,7 @@ class DensityPrior(SettingsEquality, pt.Transformer):
     def density(self) -> pd.Series:
         """The books' densities (computed or read from the index folder on first use)."""
         if self._density is None:
-            self._density = book_density(self.index, self.model, self.k, self.fields, self.precision,
+            self._density = book_density(CheckedIndex(self.index), self.model, self.k, self.fields, self.precision,
                                          self.reference, self.seed)
         return self._density
 

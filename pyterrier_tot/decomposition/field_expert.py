@@ -49,11 +49,11 @@ from pyterrier_tot._plumbing.reprs import SettingsEquality, code_repr, keyword_s
 from pyterrier_tot._plumbing.util import empty_scored, explain_columns, is_missing
 from pyterrier_tot.checks import (
     add_ranks,
-    check_index,
     check_int,
     check_query_frame,
     check_result_frame,
     check_unknown_docnos_arg,
+    index_of,
     report_missing_qids,
     unknown_docnos,
 )
@@ -98,7 +98,7 @@ class FieldExpert(SettingsEquality, pt.Transformer):
                              "(dates: DateExpert; covers: CoverRanker)")
         if backend not in BACKENDS:
             raise ValueError(f"FieldExpert backend must be one of {BACKENDS}, not {backend!r}")
-        check_index(index, "FieldExpert")
+        index = index_of(index, "FieldExpert")  # an entry that checked it passes a CheckedIndex
         num_results = check_int(num_results, "num_results", "FieldExpert")
         scorer_depth = check_int(scorer_depth, "scorer_depth", "FieldExpert")
         if max_chars is not None:

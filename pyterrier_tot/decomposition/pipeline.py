@@ -29,7 +29,7 @@ import pyterrier_alpha as pta
 from pyterrier_tot._plumbing.cache_key import settings_of
 from pyterrier_tot._plumbing.reprs import Shown, code_repr, keyword_settings
 from pyterrier_tot._plumbing.util import explain_columns, require_columns
-from pyterrier_tot.checks import check_index, check_query_frame, report_missing_qids
+from pyterrier_tot.checks import CheckedIndex, check_query_frame, report_missing_qids
 from pyterrier_tot.decomposition.clues import CLUE_COLUMNS, YEAR_COLUMN, clues_na_as_none
 from pyterrier_tot.decomposition.date_expert import DateExpert
 from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert
@@ -333,7 +333,7 @@ def decomposition_pipeline(index, decomposer: Optional[pt.Transformer] = None,
     :param candidate_experts: names of the experts whose retrievals join the candidates (default: all
         FieldExperts on a clue field)
     """
-    check_index(index, "decomposition_pipeline")
+    index = CheckedIndex.of(index, "decomposition_pipeline")  # checked here, or where it entered before
     experts = dict(experts) if experts is not None else default_experts(index)
     if not experts:
         raise ValueError("decomposition_pipeline needs at least one expert")

@@ -205,8 +205,10 @@ class RecipeArtifact(ToTArtifact, pt.Transformer):
         return str(Path(self.path) / "weights" / self.spec["weights"])
 
     def _build(self, index, only: Optional[Sequence[str]]) -> DecompositionPipeline:
+        from pyterrier_tot.checks import CheckedIndex
         from pyterrier_tot.recipe.assembly import build_pipeline, recipe_priors
 
+        index = CheckedIndex.of(index, "TunedPipeline")  # checked once, passed on to every part
         s, models = self.spec, self.models()
         bases = {n: models[n] for n in s["bases"]}
         helpers = {n: models[n] for n in s["helpers"]} or None

@@ -13,6 +13,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import pyterrier as pt
 
+from pyterrier_tot.checks import CheckedIndex
 from pyterrier_tot.decomposition.date_expert import DateExpert
 from pyterrier_tot.decomposition.density_prior import DENSITY_K, DensityPrior
 from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert
@@ -52,7 +53,10 @@ def recipe_experts(index, fine_tuned: FineTuned = None,
     """The recipe's experts over ``index`` (same names on every corpus, so fitted weights transfer), the name of
     the base expert and the names of the experts whose retrievals join the candidates. ``fine_tuned``: a model
     folder or {expert name: folder} (several fine-tuned bases; the first is the base expert). ``helpers``:
-    {expert name: folder} of fine-tuned models that score the candidates beside the base (:data:`HELPERS`)."""
+    {expert name: folder} of fine-tuned models that score the candidates beside the base (:data:`HELPERS`).
+    ``index`` is checked here unless it comes checked (a :class:`~pyterrier_tot.checks.CheckedIndex`): every expert
+    takes what the check learnt and checks nothing again."""
+    index = CheckedIndex.of(index, "recipe_experts")
     fts, helpers = fine_tuned_models(fine_tuned), dict(helpers or {})
     clash = sorted(set(fts) & set(helpers))
     if clash:
@@ -84,6 +88,7 @@ def _date_acts(index) -> bool:
 def _author_acts(index) -> bool:
     """Whether the books of ``index`` have authors (not Reddit-TOMT's): then the rule clues' author clue is
     matched against them by an ``author`` expert (BM25: names are words, not meanings), weighted like the others."""
+    index = index.index if isinstance(index, CheckedIndex) else index
     return "author" in getattr(index, "bm25_fields", ("title", "text"))
 
 
@@ -124,6 +129,7 @@ def build_pipeline(index, fine_tuned: FineTuned = None, decomposer: Optional[pt.
     own). ``only``: keep these experts alone (the names of weights fitted on another corpus)."""
     from pyterrier_tot.decomposition.rule_clue_extractor import RuleClueExtractor
 
+    index = CheckedIndex.of(index, "build_pipeline")  # once, here or where it entered; passed on to every part
     experts, base_name, cands = recipe_experts(index, fine_tuned, helpers)
     experts = _with_extra(experts, extra_experts)
     if only is not None:  # the experts some fitted weights know (a recipe applied to another corpus)

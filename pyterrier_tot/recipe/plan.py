@@ -26,6 +26,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 import pandas as pd
 
 from pyterrier_tot import console as bars
+from pyterrier_tot.checks import CheckedIndex
 from pyterrier_tot.decomposition.field_expert import FieldExpert
 from pyterrier_tot.recipe.assembly import BASE_K, EXPERT_K, recipe_experts, recipe_priors
 from pyterrier_tot.recipe.bases import (
@@ -425,7 +426,10 @@ class Trainings:
         from pyterrier_tot.recipe.bases import _corpus
         from pyterrier_tot.recipe.expert_training import build_pairs
 
-        self.dataset, self.index, self.n = dataset, index, n
+        # ``index`` checked once (here, or where it entered): the plan's experts take what the check learnt
+        self.checked = CheckedIndex.of(index, "recipe_plan")
+        self.dataset, self.index, self.n = dataset, self.checked.index, n
+        index = self.index
         rest, qrels = train_data(dataset, "rest", n)
         pairs = build_pairs(rest, qrels, _corpus(dataset, index))
         sample = frame_sample(pairs)
@@ -483,8 +487,8 @@ def recipe_steps(work: Trainings, base, k: int, expert_k: int, density: bool, no
         steps[t.folder] = training_step(t, folder_done(t.folder))
     fts = {base_expert_name(t.model): t.folder for t in work.bases}
     helpers = {base_expert_name(t.model): t.folder for t in work.helpers}
-    experts, _, _ = recipe_experts(index, fts, helpers)
-    priors = recipe_priors(index, base, fts) if density else {}
+    experts, _, _ = recipe_experts(work.checked, fts, helpers)
+    priors = recipe_priors(work.checked, base, fts) if density else {}
     experts.update(priors)
     labels = {**{t.folder: f"{t.model} base" for t in work.bases},
               **{t.folder: f"{t.model} helper" for t in work.helpers}}
@@ -493,7 +497,7 @@ def recipe_steps(work: Trainings, base, k: int, expert_k: int, density: bool, no
     timing = {t.folder: hub_name(t.model) for t in work.all}
     for key, s in zip(parts, encoding_steps(index, [(*key, label) for key, label in parts.items()], timing)):
         steps[("dense", *key)] = s
-    weights = fitted_weights(dataset, index, fts, n=n, k=k, expert_k=expert_k, extra_experts=priors or None,
+    weights = fitted_weights(dataset, work.checked, fts, n=n, k=k, expert_k=expert_k, extra_experts=priors or None,
                              helpers=helpers or None, normalise=normalise, fit=False) if work.done() else None
     tuning = train_data(dataset, "tuning", n)[0]
     query_s = {}

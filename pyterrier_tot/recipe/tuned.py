@@ -37,6 +37,7 @@ from typing import Dict, Optional, Sequence, Union
 
 import pyterrier as pt
 
+from pyterrier_tot.checks import CheckedIndex
 from pyterrier_tot.decomposition.pipeline import DecompositionPipeline
 from pyterrier_tot.decomposition.weighted_fuser import WeightedFuser
 from pyterrier_tot.errors import ModelUnavailableError
@@ -95,12 +96,15 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
     from pyterrier_tot.recipe.artifact import TunedPipeline
 
     index = index if index is not None else BookIndex(dataset)
+    # checked once, where it enters; what the check learns (e.g. whether books have years) goes with it to every
+    # part built over it, none of which checks it again
+    checked = CheckedIndex.of(index, "tuned_pipeline")
     helpers = (default_helpers(base) if fine_tuned is True else ()) if helpers is None else helpers
     named = fine_tuned is True and not isinstance(helpers, dict)
     steps: Dict[str, object] = {}
     plan = None
     if verbose and train and fine_tuned is True:
-        work = planning.Trainings(dataset, index, base, helpers if named else (), train_settings, n, helper_settings)
+        work = planning.Trainings(dataset, checked, base, helpers if named else (), train_settings, n, helper_settings)
         plan, steps = planning.recipe_steps(work, base, k, expert_k, density, normalise, "the recipe",
                                             say=lambda line: print(line, flush=True))
         if plan.todo:
@@ -126,23 +130,24 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
             warn_untrained("helper", missing, found)
             helpers = found
         fine_tuned = fine_tuned_models(fine_tuned) or None
-        extra_experts = {**(recipe_priors(index, base, fine_tuned) if density else {}), **(extra_experts or {})} or None
+        priors = recipe_priors(checked, base, fine_tuned) if density else {}
+        extra_experts = {**priors, **(extra_experts or {})} or None
         if plan is not None:  # the indexes the plan lists, in its order (without one: as the pipeline reads them)
             planning.build_steps(index, plan, prog)
         fit = dict(n=n, k=k, expert_k=expert_k, extra_experts=extra_experts, helpers=helpers or None,
                    normalise=normalise)
-        weights = None if train else fitted_weights(dataset, index, fine_tuned, fit=False, **fit)
+        weights = None if train else fitted_weights(dataset, checked, fine_tuned, fit=False, **fit)
         if not train and weights is None:  # asked before anything is built: a lookup fails at once
             raise ModelUnavailableError(
                 f"the recipe's fuser weights over {getattr(index, 'name', index)!r} with bases "
                 f"{sorted(fine_tuned or {'dense': None})} are not fitted and train=False fits nothing; call "
                 "tuned_pipeline(..., train=True) once to fit them (minutes)")
         # built once: its experts score the tuning slice for the fit, then rank
-        dp = build_pipeline(index, fine_tuned, decomposer, weights=None, k=k, expert_k=expert_k,
+        dp = build_pipeline(checked, fine_tuned, decomposer, weights=None, k=k, expert_k=expert_k,
                             extra_experts=extra_experts, depth=depth, helpers=helpers or None, normalise=normalise)
         if train:
             with step(steps.get("fit")):
-                weights = fitted_weights(dataset, index, fine_tuned, refit=refit, verbose=False,
+                weights = fitted_weights(dataset, checked, fine_tuned, refit=refit, verbose=False,
                                          pipeline=dp if decomposer is None else None, **fit)
     dp.fuser = WeightedFuser.load(str(weights), dp.experts)  # as decomposition_pipeline(weights=path) loads them
     return TunedPipeline.of(dp, dataset, index, fine_tuned, helpers or None, extra_experts, base, k, expert_k,
