@@ -1,4 +1,4 @@
-"""One switch for the progress output of every pyterrier_tot stage.
+"""One switch for the progress output of every pyterrier_tot stage::
 
     ptt.set_progress(False)           # no bars from any stage of the library, nor from the model loaders it calls
     with ptt.progress(False):         # ... or only inside a block

@@ -57,9 +57,9 @@ from pyterrier_tot.index.corpus import (
 from pyterrier_tot.index.corpus_stream import CorpusStore, LazyTextLoader
 from pyterrier_tot.index.encoding import encoder_for as _encoder
 from pyterrier_tot.index.parts import IndexParts, slug
-from pyterrier_tot.index.retrievers import BM25Scorer, DenseRetriever, DenseScorer, SafeRetriever, tokenise_query
+from pyterrier_tot.index.retrievers import BM25Scorer, DenseRetriever, DenseScorer, SafeRetriever
 
-__all__ = ["BookIndex", "BookCorpus", "SafeRetriever", "tokenise_query"]
+__all__ = ["BookIndex", "BookCorpus"]
 
 
 # The document side: the corpus in memory (a frame) or streamed to disk, the same calls either way.
