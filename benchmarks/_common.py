@@ -163,7 +163,7 @@ def measures_per_query(run: pd.DataFrame, qrels: pd.DataFrame, measures, qids=No
     ir_measures: a frame indexed by qid, a column per measure (``str(measure)``). Equal scores are ranked in
     trec_eval's order (docno descending, as ``ptt.tot_experiment`` ranks them; ``trec_ties=False``: each measure's
     provider's own order). ``qids``: the queries to report, in that order, 0 where the run has none of a query's
-    books; by default the queries ir_measures measured."""
+    books; by default the queries ir_measures measured (those of ``qrels``)."""
     import ir_measures
 
     from pyterrier_tot.evaluation import strict_ties
@@ -210,7 +210,8 @@ def gold_rank_measures(ranks: dict, cuts) -> dict:
 def fused_measures(feats: pd.DataFrame, qrels: pd.DataFrame, names, w, measures):
     """The mean of each of ``measures`` (ir_measures objects) over the queries of ``feats`` when its candidates are
     ranked by the weighted sum of the columns ``names`` under weights ``w`` (a linear fuser's score), by ir_measures
-    (equal scores in trec_eval's order, docno descending)."""
+    (equal scores in trec_eval's order, docno descending); as ``WeightedFuser.fit`` measures them, a query of
+    ``qrels`` without candidates in ``feats`` is left out."""
     import ir_measures
     import numpy as np
 
@@ -219,7 +220,7 @@ def fused_measures(feats: pd.DataFrame, qrels: pd.DataFrame, names, w, measures)
                         "score": feats[list(names)].to_numpy(dtype=float) @ np.asarray(w, dtype=float)})
     q = pd.DataFrame({"query_id": qrels["qid"].astype(str).to_numpy(), "doc_id": qrels["docno"].astype(str).to_numpy(),
                       "relevance": qrels["label"].astype(int).to_numpy() if "label" in qrels else 1})
-    agg = ir_measures.calc_aggregate(measures, q, run)
+    agg = ir_measures.calc_aggregate(measures, q[q["query_id"].isin(run["query_id"])], run)
     return np.array([agg[m] for m in measures])
 
 
