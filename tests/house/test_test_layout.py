@@ -42,23 +42,31 @@ def _imported_modules(path: Path):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             yield ("." * node.level) + (node.module or "")
-            if node.module in (None, "tests") or (node.module or "").endswith(".tests"):
-                yield from (alias.name for alias in node.names)
+            yield from (alias.name for alias in node.names)   # a test module, or a test function pytest runs twice
+
+
+def _forbidden(name: str) -> bool:
+    last = name.rsplit(".", 1)[-1]
+    return last == "conftest" or last.startswith("test_")
 
 
 def test_no_imports_from_conftest_or_other_test_modules():
-    bad = []
-    for p in _sources():
-        for name in _imported_modules(p):
-            last = name.rsplit(".", 1)[-1]
-            if last == "conftest" or last.startswith("test_"):
-                bad.append(f"{p.relative_to(TESTS)} imports {name}")
+    bad = [f"{p.relative_to(TESTS)} imports {name}" for p in _sources() for name in _imported_modules(p)
+           if _forbidden(name)]
     assert not bad, f"move what is shared into tests/helpers (or a fixture in a conftest.py): {bad}"
 
 
-def test_the_rule_finds_what_it_forbids():
+def test_the_sys_path_rule_finds_what_it_forbids():
     for line in ["sys.path.insert(0, str(Path(__file__).parent))", "sys.path[:0] = [here]",
                  "    sys.path.append('x')", "sys.path = old", "code = \"import sys; sys.path.insert(0, 'b')\""]:
         assert SYS_PATH.search(line), line
     for line in ["assert sys.path_hooks == hooks", "if sys.path == before:", "print(sys.path)"]:
         assert not SYS_PATH.search(line), line
+
+
+def test_the_import_rule_finds_what_it_forbids(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from conftest import TINY_BOOKS\nimport tests.index.test_retrieval\n"
+                   "from tests.core import test_compat\nfrom .test_llm import TOPICS\n")
+    found = [n for n in _imported_modules(bad) if _forbidden(n)]
+    assert found == ["conftest", "tests.index.test_retrieval", "test_compat", ".test_llm"]
