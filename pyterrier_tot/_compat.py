@@ -59,7 +59,7 @@ _FAMILIES = {
 _CORE = {
     "bars": "pyterrier_tot.console",
     "policy": "pyterrier_tot.checks",
-    "_util": "pyterrier_tot._plumbing.util",
+    "_util": ("pyterrier_tot._plumbing.util", "pyterrier_tot.errors"),
     "_repr": "pyterrier_tot._plumbing.reprs",
     "_cache_key": "pyterrier_tot._plumbing.cache_key",
     "_artifact": "pyterrier_tot._plumbing.artifact",

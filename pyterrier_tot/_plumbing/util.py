@@ -14,7 +14,7 @@ from typing import Dict, Iterable, Iterator, Optional, Union
 import pandas as pd
 from pyterrier.validate import InputValidationError
 
-from pyterrier_tot.errors import BadInputError, LockTimeoutError, ToTError  # noqa: F401  (LockTimeoutError re-exported)
+from pyterrier_tot.errors import BadInputError, LockTimeoutError
 
 try:
     import fcntl
@@ -34,7 +34,7 @@ def shared_data_dir() -> Path:
     env = os.environ.get(DATA_ENV)
     if env:
         return Path(env)
-    here = Path(__file__).resolve().parent.parent
+    here = Path(__file__).resolve().parents[2]   # the checkout: pyterrier_tot/_plumbing/util.py
     for base in (Path.cwd(), here):
         cand = base.parent / "shared" / "data"
         if cand.is_dir():

@@ -92,11 +92,11 @@ def weights_path(ds_name: str, index, fine_tuned: FineTuned = None, n: int = TUN
     the :func:`~pyterrier_tot.recipe.protocol.text_fingerprint` of the tuning slice's topics, as
     :func:`fitted_weights` passes it (None: a key with no tuning text, which :func:`fitted_weights` never uses).
     ``legacy``: the folder the same fit had when extra experts were keyed by their reprs."""
-    checked = CheckedIndex.of(index, "weights_path")  # what an entry learnt about the corpus, or learnt here
-    index = checked.index
+    learnt = index  # a CheckedIndex carries what its entry learnt about the corpus (the date expert acts or not)
+    index = index.index if isinstance(index, CheckedIndex) else index
     # the corpus fingerprint is part of the key: weights fitted on one corpus are not reused for another
     parts = [ds_name, getattr(index, "fingerprint", None), _models_key(fine_tuned), n, seed, k, expert_k, FIT_METRIC,
-             {"floor": base_names(fine_tuned), "date": _date_acts(checked), "floor_metric": FLOOR_METRIC},
+             {"floor": base_names(fine_tuned), "date": _date_acts(learnt), "floor_metric": FLOOR_METRIC},
              {"tuning_text": tuning_text}]
     if _author_acts(index):  # absent where books have no authors (every key made before the author expert)
         parts.append({"author": True})
@@ -139,7 +139,6 @@ def fitted_weights(dataset, index, fine_tuned: FineTuned = None, n: int = TUNING
     pipeline over the same experts, already built (its decomposer and candidates score the slice; nothing is
     built twice). Two processes asking for the same weights fit them once: the second waits, then reuses them.
     ``index``: a book index, or a :class:`~pyterrier_tot.checks.CheckedIndex` (checked where it entered)."""
-    index = CheckedIndex.of(index, "fitted_weights")  # checked once; the key and the experts take what it learnt
     tuning, qrels = train_data(dataset, "tuning", n, seed)
     models = {**fine_tuned_models(fine_tuned), **(helpers or {})}
     check_not_trained_on_slice(models, dataset, n, seed)

@@ -15,7 +15,8 @@ import pytest
 
 import pyterrier_tot as ptt
 from pyterrier_tot._plumbing.artifact import lock_path
-from pyterrier_tot._plumbing.util import LockTimeoutError, file_lock
+from pyterrier_tot._plumbing.util import file_lock
+from pyterrier_tot.errors import LockTimeoutError
 from tests.helpers.books import TINY_BOOKS
 
 ROOT = Path(__file__).resolve().parents[2]
