@@ -48,7 +48,7 @@ def sample():
 
 @pytest.fixture(scope="module")
 def built(ray, sample, tmp_path_factory):
-    local = ptt.BookIndex(sample, path=tmp_path_factory.mktemp("local") / "index")
+    local = ptt.BookIndex(sample)  # the cached sample index: the docs pages have built its MiniLM part by then
     on_ray = ptt.BookIndex(sample, path=tmp_path_factory.mktemp("ray") / "index")
     flex = on_ray.flex_index("minilm", workers=ptt.RayWorkers(2, block=BLOCK))
     return local, local.flex_index("minilm"), on_ray, flex
