@@ -136,12 +136,3 @@ def register_old_paths() -> None:
         package = sys.modules.get(parent)
         if package is not None and leaf not in vars(package):
             setattr(package, leaf, sys.modules[name])
-
-
-def moved(name: str):
-    """For an old path still kept as a stub file: the module-level ``__getattr__`` and ``__dir__`` of its entry in
-    :data:`MOVED` (the stub warns on import; prefer an entry in the table and no file)."""
-    warnings.warn(f"{name} moved to {targets(name[len(_PREFIX):])[0]}; import from there or from pyterrier_tot",
-                  DeprecationWarning, stacklevel=3)
-    module = _old_module(name[len(_PREFIX):])
-    return module.__getattr__, module.__dir__
