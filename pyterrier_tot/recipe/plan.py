@@ -25,7 +25,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 
-from pyterrier_tot import console as bars
+from pyterrier_tot import console
 from pyterrier_tot.checks import CheckedIndex
 from pyterrier_tot.decomposition.field_expert import FieldExpert
 from pyterrier_tot.recipe.assembly import BASE_K, EXPERT_K, recipe_experts, recipe_priors
@@ -354,7 +354,7 @@ class RecipeProgress:
     def __init__(self, plan: RecipePlan, enabled: bool = True):
         self.plan, self.done = plan, 0.0
         total = max(1, int(round(plan.seconds)))
-        self.bar = bars.bar(total=total, desc=f"{plan.title} (estimated seconds)", unit="s", min_items=1,
+        self.bar = console.bar(total=total, desc=f"{plan.title} (estimated seconds)", unit="s", min_items=1,
                             disable=not enabled or not plan.todo, mininterval=2.0,
                             bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]")
 
@@ -382,7 +382,7 @@ class RecipeProgress:
             if total and any(desc.startswith(p) or p in desc for p in step.loops):
                 self._show(start + step.seconds * min(1.0, done / total))
 
-        with bars.observe(seen):
+        with console.observe(seen):
             yield
         self.done = start + step.seconds
         self._show(self.done)

@@ -7,8 +7,7 @@ import pandas as pd
 import pytest
 
 import pyterrier_tot as ptt
-from pyterrier_tot import console as bars
-from pyterrier_tot import recipe
+from pyterrier_tot import console, recipe
 from pyterrier_tot.recipe import plan as planning
 from tests.helpers.books import TINY_BOOKS
 from tests.helpers.train_once_worker import TinyDataset
@@ -70,18 +69,18 @@ def test_the_overall_bar_follows_the_loops_of_each_step():
     with plan.progress(enabled=True) as prog:
         assert prog.bar.total == 150
         with prog.step(plan.steps[0]):
-            loop = bars.bar(total=4, desc="training base", unit="step", disable=True)
+            loop = console.bar(total=4, desc="training base", unit="step", disable=True)
             loop.update(1)
             assert prog.bar.n == pytest.approx(25.0)
-            for _ in bars.bar(range(3), desc="something else", disable=True):
+            for _ in console.bar(range(3), desc="something else", disable=True):
                 pass
             assert prog.bar.n == pytest.approx(25.0)
         assert prog.bar.n == pytest.approx(100.0)
         with prog.step(plan.steps[1]):
-            for _ in bars.bar(range(2), desc="fuser: bootstrap fits", disable=True):
+            for _ in console.bar(range(2), desc="fuser: bootstrap fits", disable=True):
                 pass
         assert prog.bar.n == pytest.approx(150.0)
-    assert not bars._observers                                          # nothing left listening
+    assert not console._observers                                          # nothing left listening
 
 
 def test_a_plan_without_mpnet_lists_the_fetch_and_says_what_is_cached_where_and_how_busy(cold, tmp_path,

@@ -292,11 +292,11 @@ def test_a_cold_search_says_what_it_searches_with_and_builds_before_building_and
 
 def test_the_dense_index_bar_moves_with_the_books_encoded(own_index, monkeypatch):
     """It showed ``0/2679`` for the whole encoding: the books were handed over in one chunk, counted before."""
-    from pyterrier_tot import console as bars
+    from pyterrier_tot import console
     from pyterrier_tot.index import encoding
 
     monkeypatch.setattr(encoding, "PROGRESS_SLICE", 16)
     seen = []
-    with bars.observe(lambda desc, done, total: seen.append(done) if "dense title" in desc else None):
+    with console.observe(lambda desc, done, total: seen.append(done) if "dense title" in desc else None):
         own_index.flex_index(fields=("title",), max_chars=30)
     assert seen == [16, 32, 40]
