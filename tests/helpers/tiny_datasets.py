@@ -11,10 +11,11 @@ class TinyDataset:
     """Train split: 12 queries over the 6 tiny books (two per book)."""
 
     name = "tiny-bases"
+    queries = QUERIES   # six, one per book (a subclass names its own and its own cache tag)
 
     def __init__(self):
         qids = [f"q{i}" for i in range(12)]
-        self.topics = pd.DataFrame({"qid": qids, "query": [QUERIES[i % 6] + ("" if i < 6 else ", I think")
+        self.topics = pd.DataFrame({"qid": qids, "query": [self.queries[i % 6] + ("" if i < 6 else ", I think")
                                                            for i in range(12)]})
         self.qrels = pd.DataFrame({"qid": qids, "docno": [f"b{i % 6 + 1}" for i in range(12)], "label": 1})
 

@@ -18,26 +18,18 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pandas as pd  # noqa: E402
 
+from tests.helpers import tiny_datasets
 from tests.helpers.books import TINY_BOOKS
 
 QUERIES = ["kittens napping all day", "a dragon and a red moon", "a murder at a manor by a lake",
            "children on a spaceship to jupiter", "a ghost in a lighthouse", "a summer with a wild horse"]
 
 
-class TinyDataset:
+class TinyDataset(tiny_datasets.TinyDataset):
+    """The tiny train split under its own queries and name, so these tests' cache folders are their own."""
+
     name = "tiny-train-once"
-
-    def __init__(self):
-        qids = [f"q{i}" for i in range(12)]
-        self.topics = pd.DataFrame({"qid": qids, "query": [QUERIES[i % 6] + ("" if i < 6 else ", I think")
-                                                           for i in range(12)]})
-        self.qrels = pd.DataFrame({"qid": qids, "docno": [f"b{i % 6 + 1}" for i in range(12)], "label": 1})
-
-    def get_topics(self, split="train"):
-        return self.topics
-
-    def get_qrels(self, split="train"):
-        return self.qrels
+    queries = QUERIES
 
 
 def hold(folder: Path, pause: float) -> None:
