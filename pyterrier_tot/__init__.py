@@ -43,7 +43,6 @@ from pyterrier_tot.recipe.hard_negatives import mine_hard_negatives, sample_nega
 from pyterrier_tot.decomposition.learned_fuser import LearnedFuser, LearnedFuserModel
 from pyterrier_tot.rerank.cross_encoder import CrossEncoderModel, CrossEncoderReranker, train_cross_encoder
 from pyterrier_tot.query.rm3 import anserini_available, anserini_status, lucene_bm25, anserini_rm3
-from pyterrier_tot.generative import GenerativeModel, GenerativeRetriever
 from pyterrier_tot.clarinet import (RetrievalDistribution, Clarifier, UserSimulator, LanguagePosterior,
                                     ExplicitPosterior, ClarificationGame, RandomSelection, UtilitySelection,
                                     turn_table, plot_turns, OracleUser, HumanUser, interactive_search,
@@ -101,3 +100,21 @@ __all__ = [
 ]
 
 _compat.register_old_paths()  # and onto the subpackages imported above (pyterrier_tot.decomposition.recipe, ...)
+
+#: names whose subpackage imports torch: loaded on first use, so ``import pyterrier_tot`` (and every CLI call,
+#: notebook kernel or worker process) does not pay torch's import when it never touches them
+_LAZY = {"GenerativeModel": "pyterrier_tot.generative", "GenerativeRetriever": "pyterrier_tot.generative"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'pyterrier_tot' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
