@@ -39,3 +39,44 @@ def reddit_index(reddit):
 def tiny_frame():
     import pandas as pd
     return pd.DataFrame(TINY_BOOKS)
+
+
+# ------------------------------------------------------------------ the docs pages, in the background of the session
+#: the docs test whose pages start when the session starts (tests/docs/test_docs_blocks.py)
+_DOCS_TEST = "test_docs_blocks_run"
+
+
+@pytest.hookimpl(trylast=True)   # after -k and -m have deselected what they deselect
+def pytest_collection_modifyitems(session, config, items):
+    """When the session runs the docs pages, they start now in the background, at a lower priority (the small tests
+    use one of the two cores), and the docs tests move to the end of the session, where they collect the pages'
+    results. ``PYTERRIER_TOT_DOCS_BACKGROUND=0`` runs them in their turn instead."""
+    docs = [item for item in items if getattr(item, "originalname", None) == _DOCS_TEST]
+    if not docs or os.environ.get("PYTERRIER_TOT_DOCS_BACKGROUND", "1") == "0" or config.option.collectonly:
+        return
+    if not (SHARED / "reddit-tomt-books").is_dir():
+        return   # the docs test skips (its fixture needs the Reddit data)
+    from tests.helpers import docs_runner
+
+    pending = getattr(docs[0].module, "PENDING", {})
+    paths = [item.callspec.params["path"] for item in docs]
+    paths = [p for p in paths if str(p.relative_to(docs_runner.ROOT)) not in pending]
+    config.stash[_DOCS_FUTURE] = docs_runner.start_in_background(paths, timeout=900, workers=2)
+    items[:] = [item for item in items if item not in docs] + docs
+
+
+_DOCS_FUTURE = pytest.StashKey()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    future = session.config.stash.get(_DOCS_FUTURE, None)
+    if future is not None and not future.done():   # the session ended before the docs test collected it
+        from tests.helpers import docs_runner
+
+        docs_runner.stop_background()
+
+
+@pytest.fixture(scope="session")
+def docs_pages_in_background(request):
+    """The future of the docs pages started with the session (``None`` when they were not started)."""
+    return request.config.stash.get(_DOCS_FUTURE, None)

@@ -32,11 +32,16 @@ class _Report:
 
 
 @pytest.fixture(scope="module")
-def ran(reddit):
-    """Every page that is not pending, run once, two pages at a time (the runner's lanes): {path: blocks}."""
+def ran(reddit, docs_pages_in_background):
+    """Every page that is not pending, run once, two pages at a time (the runner's lanes): {path: blocks}. A whole
+    session started them in the background when it started (tests/conftest.py), so this only waits for them."""
     import time
 
     t0 = time.time()
+    if docs_pages_in_background is not None:
+        results = docs_pages_in_background.result()
+        print(f"docs runner: {len(results)} files, waited {time.time() - t0:.0f} s for the last ones")
+        return results
     results = dr.run_files([p for p in RUNNABLE if _rel(p) not in PENDING], timeout=900, workers=2)
     print(f"docs runner: {len(results)} files in {time.time() - t0:.0f} s")
     return results
@@ -158,3 +163,35 @@ def test_readme_markers_and_stray_markers(tmp_path):
 def test_console_blocks_drop_prompts_and_output():
     code = "$ pyterrier-tot index a.toml   # build\nbuilt 3 parts\n$ echo one \\\n    two\none two\n"
     assert dr.shell_script(code) == "pyterrier-tot index a.toml   # build\necho one \\\ntwo\n"
+
+
+def test_pages_started_in_the_background_are_collected_or_stopped(tmp_path):
+    """What the session does with the docs pages (tests/conftest.py): start them on a thread at a lower priority,
+    collect their blocks later; a session that ends first stops them, the blocks' own processes included."""
+    import os
+    import time
+
+    fast, slow = tmp_path / "fast.rst", tmp_path / "slow.rst"
+    fast.write_text(".. code-block:: python\n\n    import os\n    assert os.nice(0) >= 5\n")
+    slow.write_text(".. code-block:: sh\n\n    sleep 120\n")
+    future = dr.start_in_background([fast], timeout=120)
+    assert [b.status for b in future.result(timeout=120)[fast.resolve()]] == ["ran"]   # at niceness 10, not 0
+    future = dr.start_in_background([slow], timeout=120)
+    deadline = time.time() + 60
+    while not dr._LIVE and time.time() < deadline:
+        time.sleep(0.05)
+    (driver,) = dr._LIVE
+    time.sleep(1.5)   # the shell block's sleep has started
+    t0 = time.time()
+    dr.stop_background()
+    (block,) = future.result(timeout=30)[slow.resolve()]
+    assert block.status == "failed" and time.time() - t0 < 10
+    deadline = time.time() + 10   # nothing of the page's process group is left, once init has reaped it
+    while time.time() < deadline:
+        try:
+            os.killpg(driver.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the page's process group {driver.pid} outlived stop_background()")

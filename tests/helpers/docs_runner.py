@@ -265,9 +265,10 @@ def mirror_checkout(tmp: Path) -> None:
         (tmp / ".venv").symlink_to(Path(sys.prefix))
 
 
-def run_file(path: Path, timeout: float = 900, workdir: Optional[Path] = None, threads: int = 1) -> List[Block]:
-    """Runs every block of ``path`` that has no skip marker, in order, in a fresh interpreter; returns the
-    blocks with their status."""
+def run_file(path: Path, timeout: float = 900, workdir: Optional[Path] = None, threads: int = 1,
+             nice: int = 0) -> List[Block]:
+    """Runs every block of ``path`` that has no skip marker, in order, in a fresh interpreter (at niceness
+    ``nice``); returns the blocks with their status."""
     path = Path(path).resolve()
     blocks = blocks_of(path)
     todo = [b for b in blocks if b.status == "pending" and b.kind in ("python", "shell")]
@@ -280,12 +281,18 @@ def run_file(path: Path, timeout: float = 900, workdir: Optional[Path] = None, t
         report = tmp / ".docs-report.jsonl"
         spec.write_text(json.dumps([asdict(b) for b in todo]))
         t0 = time.time()
+        proc = subprocess.Popen([sys.executable, __file__, "--drive", str(spec), str(report)], cwd=tmp,
+                                env=runner_env(tmp, threads), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True,
+                                preexec_fn=(lambda: os.nice(nice)) if nice else None)
+        _LIVE.add(proc)
         try:
-            proc = subprocess.run([sys.executable, __file__, "--drive", str(spec), str(report)], cwd=tmp,
-                                  env=runner_env(tmp, threads), capture_output=True, text=True, timeout=timeout)
-            tail = (proc.stdout + proc.stderr)[-4000:]
-        except subprocess.TimeoutExpired as e:
-            tail = f"timed out after {timeout:.0f} s\n" + str(e.stdout or "")[-2000:]
+            tail = proc.communicate(timeout=timeout)[0][-4000:]
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            tail = f"timed out after {timeout:.0f} s\n" + (proc.communicate()[0] or "")[-2000:]
+        finally:
+            _LIVE.discard(proc)
         done = {}
         if report.exists():
             for line in report.read_text().splitlines():
@@ -365,7 +372,12 @@ def uses_recipe(path: Path) -> bool:
 SLOW_PAGES = ("experts.rst", "submission.rst", "llm.rst", "llm_stages.rst", "generative.rst")
 
 
-def run_files(paths: List[Path], timeout: float = 900, workers: int = 2) -> dict:
+#: the page processes running now (so that a test session that ends early can stop them)
+_LIVE: set = set()
+_STOP = []
+
+
+def run_files(paths: List[Path], timeout: float = 900, workers: int = 2, nice: int = 0) -> dict:
     """Runs the pages in ``workers`` parallel lanes. The pages that use the recipe run one after another in the
     first lane (README first); the other pages wait in one queue, the slow ones first, and every lane takes the
     next of them when it is free (the first lane once its recipe pages are done). Returns {path: blocks}."""
@@ -383,18 +395,50 @@ def run_files(paths: List[Path], timeout: float = 900, workers: int = 2) -> dict
 
     def lane(own):
         for f in own:
-            results[f] = run_file(f, timeout=timeout, threads=threads)
-        while True:
+            if _STOP:
+                return
+            results[f] = run_file(f, timeout=timeout, threads=threads, nice=nice)
+        while not _STOP:
             try:
                 f = others.get_nowait()
             except queue.Empty:
                 return
-            results[f] = run_file(f, timeout=timeout, threads=threads)
+            results[f] = run_file(f, timeout=timeout, threads=threads, nice=nice)
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         for fut in [pool.submit(lane, recipe if i == 0 else []) for i in range(max(1, workers))]:
             fut.result()
     return results
+
+
+def start_in_background(paths: List[Path], timeout: float = 900, workers: int = 2, nice: int = 10):
+    """Starts :func:`run_files` on a thread of this process and returns its future: the test session starts the
+    pages when it starts, at a lower priority, so that they use the core its one-threaded tests leave idle, and
+    the docs test only collects what they found. :func:`stop_background` ends it early."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _STOP.clear()
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docs-runner")
+    future = pool.submit(run_files, paths, timeout, workers, nice)
+    pool.shutdown(wait=False)
+    return future
+
+
+def stop_background() -> None:
+    """Takes no further page and kills the pages running now (their blocks are reported as failed)."""
+    _STOP.append(True)
+    for proc in list(_LIVE):
+        _kill(proc)
+
+
+def _kill(proc) -> None:
+    """Kills a page's driver and what its blocks started (its own process group)."""
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
 
 
 def table(blocks: List[Block]) -> str:

@@ -257,9 +257,17 @@ def test_bad_corpus(tmp_path, tiny_frame):
         ptt.BookIndex(blank, path=tmp_path / "b").bm25()
 
 
-def test_experiment_on_reddit(reddit, reddit_index):
-    topics, qrels = reddit.get_topics("validation").head(40), reddit.get_qrels("validation")
-    table = ptt.tot_experiment([reddit_index.bm25(), reddit_index.dense()], topics, qrels,
+def test_experiment_on_reddit(reddit):
+    """BM25 and dense MiniLM in one experiment on real queries and books: the docs pages' sample (30 validation
+    queries, their gold books among 400), whose indexes the suite builds once; the full data's dense index would
+    encode 2,679 books for this test alone. On it BM25 has R@5 0.47 and R@100 0.80, dense 0.40 and 0.77; a random
+    ranking has R@5 0.0125 and R@100 0.25."""
+    from tests.helpers.docs_runner import SAMPLE
+
+    sample = ptt.get_dataset("reddit-tomt-books", sample=SAMPLE)
+    index = ptt.BookIndex(sample)
+    topics, qrels = sample.get_topics("validation"), sample.get_qrels("validation")
+    table = ptt.tot_experiment([index.bm25(), index.dense()], topics, qrels,
                                names=["bm25", "dense"], measures=ptt.SHORT_MEASURES)
-    assert list(table["name"]) == ["bm25", "dense"]
-    assert (table["R@100"] > 0.4).all() and (table["R@5"] > 0.15).all()
+    assert list(table["name"]) == ["bm25", "dense"] and len(topics) == SAMPLE
+    assert (table["R@100"] > 0.6).all() and (table["R@5"] > 0.3).all()
