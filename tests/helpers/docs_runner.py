@@ -281,10 +281,11 @@ def run_file(path: Path, timeout: float = 900, workdir: Optional[Path] = None, t
         report = tmp / ".docs-report.jsonl"
         spec.write_text(json.dumps([asdict(b) for b in todo]))
         t0 = time.time()
+        # a process group of its own (stop_background kills it whole) but this session: Linux's autogroups weigh
+        # niceness only within a session, so a page in a new session would compete as an equal of the tests
         proc = subprocess.Popen([sys.executable, __file__, "--drive", str(spec), str(report)], cwd=tmp,
                                 env=runner_env(tmp, threads), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True,
-                                preexec_fn=(lambda: os.nice(nice)) if nice else None)
+                                text=True, process_group=0, preexec_fn=(lambda: os.nice(nice)) if nice else None)
         _LIVE.add(proc)
         try:
             tail = proc.communicate(timeout=timeout)[0][-4000:]
@@ -411,7 +412,7 @@ def run_files(paths: List[Path], timeout: float = 900, workers: int = 2, nice: i
     return results
 
 
-def start_in_background(paths: List[Path], timeout: float = 900, workers: int = 2, nice: int = 10):
+def start_in_background(paths: List[Path], timeout: float = 900, workers: int = 2, nice: int = 19):
     """Starts :func:`run_files` on a thread of this process and returns its future: the test session starts the
     pages when it starts, at a lower priority, so that they use the core its one-threaded tests leave idle, and
     the docs test only collects what they found. :func:`stop_background` ends it early."""
