@@ -48,9 +48,9 @@ _DOCS_TEST = "test_docs_blocks_run"
 
 @pytest.hookimpl(trylast=True)   # after -k and -m have deselected what they deselect
 def pytest_collection_modifyitems(session, config, items):
-    """When the session runs the docs pages, they start now in the background, at a lower priority (the small tests
-    use one of the two cores), and the docs tests move to the end of the session, where they collect the pages'
-    results. ``PYTERRIER_TOT_DOCS_BACKGROUND=0`` runs them in their turn instead."""
+    """When the session runs the docs pages, they start now in the background, at the lowest priority (the small
+    tests keep one of two cores busy), and the docs tests move to the end of the session, where they collect the
+    pages' results. ``PYTERRIER_TOT_DOCS_BACKGROUND=0`` runs them in their turn instead."""
     docs = [item for item in items if getattr(item, "originalname", None) == _DOCS_TEST]
     if not docs or os.environ.get("PYTERRIER_TOT_DOCS_BACKGROUND", "1") == "0" or config.option.collectonly:
         return
@@ -61,22 +61,20 @@ def pytest_collection_modifyitems(session, config, items):
     pending = getattr(docs[0].module, "PENDING", {})
     paths = [item.callspec.params["path"] for item in docs]
     paths = [p for p in paths if str(p.relative_to(docs_runner.ROOT)) not in pending]
-    config.stash[_DOCS_FUTURE] = docs_runner.start_in_background(paths, timeout=900, workers=2)
+    config.stash[_DOCS_PAGES] = docs_runner.start_in_background(paths, timeout=900, workers=2)
     items[:] = [item for item in items if item not in docs] + docs
 
 
-_DOCS_FUTURE = pytest.StashKey()
+_DOCS_PAGES = pytest.StashKey()
 
 
 def pytest_sessionfinish(session, exitstatus):
-    future = session.config.stash.get(_DOCS_FUTURE, None)
-    if future is not None and not future.done():   # the session ended before the docs test collected it
-        from tests.helpers import docs_runner
-
-        docs_runner.stop_background()
+    pages = session.config.stash.get(_DOCS_PAGES, None)
+    if pages is not None and not pages.done():   # the session ended before the docs test collected them
+        pages.stop()
 
 
 @pytest.fixture(scope="session")
 def docs_pages_in_background(request):
-    """The future of the docs pages started with the session (``None`` when they were not started)."""
-    return request.config.stash.get(_DOCS_FUTURE, None)
+    """The docs pages started with the session (a ``docs_runner.Background``; ``None`` when not started)."""
+    return request.config.stash.get(_DOCS_PAGES, None)

@@ -166,27 +166,28 @@ def test_console_blocks_drop_prompts_and_output():
 
 
 def test_pages_started_in_the_background_are_collected_or_stopped(tmp_path):
-    """What the session does with the docs pages (tests/conftest.py): start them on a thread at a lower priority,
-    collect their blocks later; a session that ends first stops them, the blocks' own processes included."""
+    """What the session does with the docs pages (tests/conftest.py): start them on a thread at the lowest
+    priority, collect their blocks later; a session that ends first stops them, the blocks' own processes
+    included."""
     import os
     import time
 
     fast, slow = tmp_path / "fast.rst", tmp_path / "slow.rst"
-    fast.write_text(".. code-block:: python\n\n    import os\n    assert os.nice(0) >= 5\n")
+    fast.write_text(".. code-block:: python\n\n    import os\n    assert os.nice(0) == 19\n")
     slow.write_text(".. code-block:: sh\n\n    sleep 120\n")
-    future = dr.start_in_background([fast], timeout=120)
-    assert [b.status for b in future.result(timeout=120)[fast.resolve()]] == ["ran"]   # at niceness 19, not 0
-    future = dr.start_in_background([slow], timeout=120)
+    pages = dr.start_in_background([fast], timeout=120)
+    assert [b.status for b in pages.result(timeout=120)[fast.resolve()]] == ["ran"] and pages.done()
+    pages = dr.start_in_background([slow], timeout=120)
     deadline = time.time() + 60
-    while not dr._LIVE and time.time() < deadline:
+    while not pages.live and time.time() < deadline:
         time.sleep(0.05)
-    (driver,) = dr._LIVE
+    (driver,) = pages.live
     time.sleep(1.5)   # the shell block's sleep has started
     t0 = time.time()
-    dr.stop_background()
-    (block,) = future.result(timeout=30)[slow.resolve()]
+    pages.stop()
+    (block,) = pages.result(timeout=30)[slow.resolve()]
     assert block.status == "failed" and time.time() - t0 < 10
-    deadline = time.time() + 10   # nothing of the page's process group is left, once init has reaped it
+    deadline = time.time() + 10   # nothing of the page's process group is left, once it is reaped
     while time.time() < deadline:
         try:
             os.killpg(driver.pid, 0)
@@ -194,4 +195,4 @@ def test_pages_started_in_the_background_are_collected_or_stopped(tmp_path):
             break
         time.sleep(0.1)
     else:
-        raise AssertionError(f"the page's process group {driver.pid} outlived stop_background()")
+        raise AssertionError(f"the page's process group {driver.pid} outlived Background.stop()")

@@ -266,9 +266,10 @@ def mirror_checkout(tmp: Path) -> None:
 
 
 def run_file(path: Path, timeout: float = 900, workdir: Optional[Path] = None, threads: int = 1,
-             nice: int = 0) -> List[Block]:
-    """Runs every block of ``path`` that has no skip marker, in order, in a fresh interpreter (at niceness
-    ``nice``); returns the blocks with their status."""
+             background: Optional["Background"] = None) -> List[Block]:
+    """Runs every block of ``path`` that has no skip marker, in order, in a fresh interpreter (as a
+    ``background`` run's page when given: at the lowest priority, stopped with it); returns the blocks with
+    their status."""
     path = Path(path).resolve()
     blocks = blocks_of(path)
     todo = [b for b in blocks if b.status == "pending" and b.kind in ("python", "shell")]
@@ -281,19 +282,22 @@ def run_file(path: Path, timeout: float = 900, workdir: Optional[Path] = None, t
         report = tmp / ".docs-report.jsonl"
         spec.write_text(json.dumps([asdict(b) for b in todo]))
         t0 = time.time()
-        # a process group of its own (stop_background kills it whole) but this session: Linux's autogroups weigh
-        # niceness only within a session, so a page in a new session would compete as an equal of the tests
+        lowest = _lowest_priority if background is not None else None
         proc = subprocess.Popen([sys.executable, __file__, "--drive", str(spec), str(report)], cwd=tmp,
                                 env=runner_env(tmp, threads), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, process_group=0, preexec_fn=(lambda: os.nice(nice)) if nice else None)
-        _LIVE.add(proc)
+                                text=True, start_new_session=True, preexec_fn=lowest)
+        if background is not None:
+            background.live.add(proc)
+            if background.stopped:   # stopped while this page started
+                _kill(proc)
         try:
             tail = proc.communicate(timeout=timeout)[0][-4000:]
         except subprocess.TimeoutExpired:
             _kill(proc)
             tail = f"timed out after {timeout:.0f} s\n" + (proc.communicate()[0] or "")[-2000:]
         finally:
-            _LIVE.discard(proc)
+            if background is not None:
+                background.live.discard(proc)
         done = {}
         if report.exists():
             for line in report.read_text().splitlines():
@@ -373,12 +377,8 @@ def uses_recipe(path: Path) -> bool:
 SLOW_PAGES = ("experts.rst", "submission.rst", "llm.rst", "llm_stages.rst", "generative.rst")
 
 
-#: the page processes running now (so that a test session that ends early can stop them)
-_LIVE: set = set()
-_STOP = []
-
-
-def run_files(paths: List[Path], timeout: float = 900, workers: int = 2, nice: int = 0) -> dict:
+def run_files(paths: List[Path], timeout: float = 900, workers: int = 2,
+              background: Optional["Background"] = None) -> dict:
     """Runs the pages in ``workers`` parallel lanes. The pages that use the recipe run one after another in the
     first lane (README first); the other pages wait in one queue, the slow ones first, and every lane takes the
     next of them when it is free (the first lane once its recipe pages are done). Returns {path: blocks}."""
@@ -395,16 +395,17 @@ def run_files(paths: List[Path], timeout: float = 900, workers: int = 2, nice: i
     threads = 1 if workers > 1 else 2
 
     def lane(own):
+        stopped = background.stopped if background is not None else []
         for f in own:
-            if _STOP:
+            if stopped:
                 return
-            results[f] = run_file(f, timeout=timeout, threads=threads, nice=nice)
-        while not _STOP:
+            results[f] = run_file(f, timeout=timeout, threads=threads, background=background)
+        while not stopped:
             try:
                 f = others.get_nowait()
             except queue.Empty:
                 return
-            results[f] = run_file(f, timeout=timeout, threads=threads, nice=nice)
+            results[f] = run_file(f, timeout=timeout, threads=threads, background=background)
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         for fut in [pool.submit(lane, recipe if i == 0 else []) for i in range(max(1, workers))]:
@@ -412,24 +413,50 @@ def run_files(paths: List[Path], timeout: float = 900, workers: int = 2, nice: i
     return results
 
 
-def start_in_background(paths: List[Path], timeout: float = 900, workers: int = 2, nice: int = 19):
-    """Starts :func:`run_files` on a thread of this process and returns its future: the test session starts the
-    pages when it starts, at a lower priority, so that they use the core its one-threaded tests leave idle, and
-    the docs test only collects what they found. :func:`stop_background` ends it early."""
-    from concurrent.futures import ThreadPoolExecutor
+class Background:
+    """Pages run on a thread of this process at the lowest priority (:func:`start_in_background`): ``result()``
+    waits for their blocks, ``stop()`` takes no further page and kills the pages running now (their blocks are
+    reported as failed)."""
 
-    _STOP.clear()
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docs-runner")
-    future = pool.submit(run_files, paths, timeout, workers, nice)
-    pool.shutdown(wait=False)
-    return future
+    def __init__(self, paths: List[Path], timeout: float = 900, workers: int = 2):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.live: set = set()       # the page processes running now
+        self.stopped: list = []      # not empty once stopped
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docs-runner")
+        self.future = pool.submit(run_files, paths, timeout, workers, self)
+        pool.shutdown(wait=False)
+
+    def result(self, timeout: Optional[float] = None) -> dict:
+        return self.future.result(timeout)
+
+    def done(self) -> bool:
+        return self.future.done()
+
+    def stop(self) -> None:
+        self.stopped.append(True)
+        for proc in list(self.live):
+            _kill(proc)
 
 
-def stop_background() -> None:
-    """Takes no further page and kills the pages running now (their blocks are reported as failed)."""
-    _STOP.append(True)
-    for proc in list(_LIVE):
-        _kill(proc)
+def start_in_background(paths: List[Path], timeout: float = 900, workers: int = 2) -> Background:
+    """Starts :func:`run_files` on a thread of this process, each page at the lowest priority: the test session
+    starts the pages when it starts, so that they use what its tests leave idle (its small tests keep one core
+    of two busy), and the docs test only collects what they found."""
+    return Background(paths, timeout, workers)
+
+
+def _lowest_priority() -> None:
+    """In a page's process, before it starts: the lowest CPU priority. The page has a session of its own, so
+    Linux's autogroup scheduling weighs the session as a whole against the others (the tests, a notebook
+    kernel, a llama.cpp server, each in its own session); its niceness is set too, for kernels without
+    autogroups."""
+    try:
+        with open("/proc/self/autogroup", "w") as f:
+            f.write("19")
+    except OSError:
+        pass
+    os.nice(19)
 
 
 def _kill(proc) -> None:

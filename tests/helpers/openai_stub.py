@@ -151,7 +151,9 @@ class OpenAIStub:
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # shutdown() waits for the serving loop's next poll: 0.5 s by default, at the end of every stub's use
+        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01},
+                                        daemon=True)
 
     def __enter__(self):
         self._thread.start()

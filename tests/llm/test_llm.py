@@ -105,7 +105,8 @@ def test_request_key_covers_model_messages_params_version():
 def test_cache_identity_is_the_model_file_not_the_alias(tmp_path, monkeypatch):
     """Issue 22.1: two GGUF files served under the same alias never share answers; the same file on another
     port does."""
-    from pyterrier_tot.llm.llama_server import LlamaServer, gguf_identity
+    from pyterrier_tot.llm.identity import gguf_identity
+    from pyterrier_tot.llm.llama_server import LlamaServer
 
     monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path / "cache"))
     a, b = tmp_path / "a.gguf", tmp_path / "other.gguf"
@@ -131,7 +132,7 @@ def test_cache_identity_is_the_model_file_not_the_alias(tmp_path, monkeypatch):
 
 def test_cache_identity_of_a_remote_model_holds_its_endpoint(tmp_path):
     """Issue 22.1: an answer cached from one endpoint is not served for a dead one (which fails loudly)."""
-    from pyterrier_tot.llm.client import default_identity
+    from pyterrier_tot.llm.endpoint import default_identity
 
     msgs = load_prompt("rewrite").messages("a fox in a boat")
     with OpenAIStub(responder) as stub:
@@ -359,6 +360,7 @@ def test_kill_9_mid_run_resumes_from_cache(tmp_path):
         proc.wait(timeout=30)
         assert proc.returncode == -signal.SIGKILL
         answered_before_kill, requests_before_kill = stub.answered, stub.requests
+        stub.delay = 0.0   # slow answers were only there to kill the run midway
         kept = len(LLMCache(cache))
         # every answer the client got was stored (the last one may have been in flight when it died)
         assert answered_before_kill - 1 <= kept <= answered_before_kill < total and kept >= 25
