@@ -28,7 +28,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from pyterrier_tot._plumbing.util import cache_dir
+from pyterrier_tot import cache_dir
 from pyterrier_tot.models.fetch import fetch_mpnet  # the library's own fetch (pyterrier-tot fetch mpnet)
 from pyterrier_tot.models.nomic import fetch_nomic
 

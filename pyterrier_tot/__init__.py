@@ -17,6 +17,7 @@ from pyterrier_tot.errors import (ToTError, ModelUnavailableError, DatasetUnavai
                                   StreamedCorpusError, CorruptArtifactError, FrozenCatalogueError)
 from pyterrier_tot.normalise import Normalise, normalise_scores, linear_fusion, LinearFusion
 from pyterrier_tot.console import set_progress, progress, progress_enabled
+from pyterrier_tot._plumbing.util import cache_dir
 from pyterrier_tot.datasets import get_dataset, list_datasets, own_catalogue, OwnCatalogue, example_catalogue
 from pyterrier_tot.datasets.books import Book, BOOK_FIELDS, parse_year
 from pyterrier_tot.index import (BookIndex, tokenise_query, RayWorkers, SafeRetriever, DenseRetriever, DenseScorer,
@@ -61,7 +62,7 @@ __all__ = [
     "get_dataset", "list_datasets", "own_catalogue", "OwnCatalogue", "example_catalogue",
     "Book", "BOOK_FIELDS", "parse_year", "BookIndex", "tokenise_query", "RayWorkers",
     "resolve_model", "load_biencoder", "BiEncoderModel", "SafeRetriever", "DenseRetriever", "DenseScorer",
-    "BM25Scorer", "TextLoader", "Normalise", "normalise_scores", "linear_fusion", "LinearFusion",
+    "BM25Scorer", "TextLoader", "cache_dir", "Normalise", "normalise_scores", "linear_fusion", "LinearFusion",
     # progress output
     "set_progress", "progress", "progress_enabled",
     # evaluation

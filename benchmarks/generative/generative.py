@@ -32,9 +32,11 @@ import torch  # noqa: E402
 from ir_measures import RR, R, Success  # noqa: E402
 
 import pyterrier_tot as ptt  # noqa: E402
+from pyterrier_tot import (
+    cache_dir,  # noqa: E402
+    recipe,  # noqa: E402
+)
 from pyterrier_tot import generative as gen  # noqa: E402
-from pyterrier_tot import recipe  # noqa: E402
-from pyterrier_tot._plumbing.util import cache_dir  # noqa: E402
 from pyterrier_tot.models import auto_precision  # noqa: E402  (bf16 only where the hardware runs it)
 
 warnings.filterwarnings("ignore")

@@ -102,7 +102,7 @@ def ce_scores(key: str, reranker, runs: list, topics: pd.DataFrame, k: int, timi
     if len(todo):
         frame = todo.merge(topics[["qid", "query"]], on="qid").assign(score=1.0)
         t0 = time.time()
-        scored = reranker._scores(frame)  # the reranker's own scoring of (query, book) rows, without re-ranking
+        scored = reranker.pair_scores(frame)  # the reranker's own scoring of (query, book) rows, without re-ranking
         secs = time.time() - t0
         new = frame[["qid", "docno"]].assign(ce=scored, seconds=secs / len(frame), n_pairs=1)
         old = pd.concat([old, new], ignore_index=True) if len(old) else new

@@ -33,13 +33,7 @@ from typing import Callable, List, Optional, Sequence
 import pandas as pd
 import pyterrier as pt
 
-from pyterrier_tot.clarinet.ask_retriever import (  # noqa: F401  (the names ask's retriever had here)
-    RETRIEVERS,
-    _cached_base,
-    _cached_recipe,
-    _dataset_of,
-    ask_retriever,
-)
+from pyterrier_tot.clarinet.ask_retriever import RETRIEVERS, ask_retriever
 from pyterrier_tot.clarinet.distribution import RetrievalDistribution
 from pyterrier_tot.clarinet.game import update_belief
 from pyterrier_tot.clarinet.posterior import ExplicitPosterior, LanguagePosterior

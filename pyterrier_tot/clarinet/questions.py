@@ -33,7 +33,7 @@ import pyterrier_alpha as pta
 from pyterrier_tot._plumbing.reprs import Shown, code_repr, keyword_settings
 from pyterrier_tot._plumbing.util import is_missing
 from pyterrier_tot.checks import check_query_frame
-from pyterrier_tot.clarinet.cards import book_card  # lives in cards.py (likelihood needs it too); re-exported here
+from pyterrier_tot.clarinet.cards import book_card
 from pyterrier_tot.clarinet.distribution import RetrievalDistribution, top_mass
 from pyterrier_tot.clarinet.leaks import NameStats, forbidden, leaked
 from pyterrier_tot.clarinet.selection import RandomSelection

@@ -33,10 +33,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from pyterrier_tot.generative.sentence_model import (  # noqa: F401  (re-exported: their first home)
+from pyterrier_tot.generative.sentence_model import (
     EOS,
     PAD,
-    SEPARATOR,
     IdVocab,
     SentenceIdModel,
     split_identifier,

@@ -210,6 +210,17 @@ class DenseRetriever(_MadeByEquality, pt.Transformer):
         return {"query_encoder": self.query_encoder, "retriever": self.retriever}
 
 
+def _checked_for_scoring(inp: pd.DataFrame, stage: str):
+    """What a scorer checks first: a result frame with a ``query`` column. Returns its output columns, and the
+    empty scored frame when ``inp`` has no rows (else ``None``)."""
+    pta.validate.result_frame(inp, extra_columns=["query"])
+    cols = _scored_columns(inp.columns)
+    if len(inp) == 0:
+        return cols, empty_scored(inp)[cols]
+    check_result_frame(inp, stage, "query")
+    return cols, None
+
+
 class DenseScorer(_MadeByEquality, pt.Transformer):
     """Re-scores a result frame by cosine between the encoded query and the stored book vectors (no book is
     re-encoded). A docno the index does not hold raises :class:`UnknownDocnoError` naming it, or, with
@@ -225,11 +236,9 @@ class DenseScorer(_MadeByEquality, pt.Transformer):
         self.unknown_docnos = check_unknown_docnos_arg(unknown_docnos)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pta.validate.result_frame(inp, extra_columns=["query"])
-        cols = _scored_columns(inp.columns)
-        if len(inp) == 0:
-            return empty_scored(inp)[cols]
-        check_result_frame(inp, repr(self), "query")
+        cols, empty = _checked_for_scoring(inp, repr(self))
+        if empty is not None:
+            return empty
         unknown = unknown_docnos(inp, self.known, repr(self), self.unknown_docnos)
         if unknown.any():
             known_rows = inp[~unknown]
@@ -289,11 +298,9 @@ class BM25Scorer(_MadeByEquality, pt.Transformer):
         self.unknown_docnos = check_unknown_docnos_arg(unknown_docnos)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pta.validate.result_frame(inp, extra_columns=["query"])
-        cols = _scored_columns(inp.columns)
-        if len(inp) == 0:
-            return empty_scored(inp)[cols]
-        check_result_frame(inp, repr(self), "query")
+        cols, empty = _checked_for_scoring(inp, repr(self))
+        if empty is not None:
+            return empty
         unknown = np.asarray(unknown_docnos(inp, self.known, repr(self), self.unknown_docnos))
         with warnings.catch_warnings():  # a query sharing no term with any book scores 0.0 everywhere: not news
             warnings.simplefilter("ignore", NoResultsWarning)

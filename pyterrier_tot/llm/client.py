@@ -56,13 +56,11 @@ from pyterrier_tot.checks import check_int, check_number
 from pyterrier_tot.console import bar as progress_bar
 from pyterrier_tot.errors import LLMConfigurationError, LLMFailure, LLMUnavailableError
 from pyterrier_tot.llm.cache import LLMCache, request_key
-from pyterrier_tot.llm.endpoint import (  # noqa: F401  (default_identity, OPENAI_ENDPOINT: public here too)
-    OPENAI_ENDPOINT,
+from pyterrier_tot.llm.endpoint import (
     _retry_after,
     _safe_url,
     _status,
     _unreachable,
-    default_identity,
 )
 from pyterrier_tot.llm.identity import identity_of
 from pyterrier_tot.llm.portable import llm_state, restore_llm

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from pyterrier_tot.errors import ModelUnavailableError
-from pyterrier_tot.llm.identity import gguf_identity  # noqa: F401  (public here too; lives below the client)
+from pyterrier_tot.llm.identity import gguf_identity
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 

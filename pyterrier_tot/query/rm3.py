@@ -57,7 +57,7 @@ print("TERRIER_OK")
 """
 
 
-from pyterrier_tot.errors import TerrierUnavailableError  # noqa: E402  (re-exported)
+from pyterrier_tot.errors import TerrierUnavailableError  # noqa: E402
 
 
 def _pyterrier_home() -> Path:

@@ -34,7 +34,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import pandas as pd
 
 from pyterrier_tot._plumbing.artifact import train_once
-from pyterrier_tot._plumbing.util import cache_folder
+from pyterrier_tot._plumbing.util import cache_folder, dataset_tag
 from pyterrier_tot.recipe.protocol import (
     TUNING_QUERIES,
     TUNING_SEED,
@@ -42,7 +42,6 @@ from pyterrier_tot.recipe.protocol import (
     check_trained_as,
     check_trained_on,
     complete_model,
-    dataset_tag,
     train_data,
 )
 

@@ -43,7 +43,7 @@ from pyterrier_tot._plumbing.util import cache_folder, is_missing, require_colum
 from pyterrier_tot.decomposition.clues import CLUE_FIELDS, FIELD_FOR_CLUE, clue_column, clues_na_as_none
 from pyterrier_tot.models.loading import TRAINING_FILE, BiEncoderModel
 from pyterrier_tot.recipe.protocol import training_record
-from pyterrier_tot.recipe.training_loop import (  # noqa: F401  (DistinctTextBatches: read from here)
+from pyterrier_tot.recipe.training_loop import (
     DistinctTextBatches,
     _fit,
     _save_model,

@@ -23,7 +23,7 @@ import pandas as pd
 import pyterrier as pt
 
 from pyterrier_tot._plumbing.artifact import train_once
-from pyterrier_tot._plumbing.util import cache_folder, require_columns
+from pyterrier_tot._plumbing.util import cache_folder, dataset_tag, require_columns
 from pyterrier_tot.errors import BadInputError
 from pyterrier_tot.recipe.bases import (
     COMMON,
@@ -38,7 +38,6 @@ from pyterrier_tot.recipe.protocol import (
     TUNING_QUERIES,
     check_trained_on,
     complete_model,
-    dataset_tag,
     train_data,
     training_record,
 )

@@ -18,7 +18,7 @@ from typing import Optional, Sequence, Tuple, Union
 import numpy as np
 import pandas as pd
 
-from pyterrier_tot._plumbing.util import dataset_tag, require_columns  # noqa: F401  (dataset_tag re-exported)
+from pyterrier_tot._plumbing.util import require_columns
 
 #: Size and seed of the tuning slice of the training queries.
 TUNING_QUERIES, TUNING_SEED = 300, 0

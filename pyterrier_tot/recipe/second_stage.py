@@ -40,13 +40,12 @@ import pyterrier as pt
 
 from pyterrier_tot._plumbing.artifact import train_once
 from pyterrier_tot._plumbing.cache_key import cache_key
-from pyterrier_tot._plumbing.util import cache_folder
+from pyterrier_tot._plumbing.util import cache_folder, dataset_tag
 from pyterrier_tot.recipe.hard_negatives import HN_DEPTH
 from pyterrier_tot.recipe.protocol import (
     TUNING_QUERIES,
     check_trained_on,
     complete_model,
-    dataset_tag,
     train_data,
     training_info,
     training_record,

@@ -233,7 +233,10 @@ class CrossEncoderReranker(pt.Transformer):
         self._net = None
         self._loader = None
 
-    def _scores(self, block: pd.DataFrame) -> np.ndarray:
+    def pair_scores(self, block: pd.DataFrame) -> np.ndarray:
+        """This re-ranker's score of each (``qid``, ``query``, ``docno``) row of ``block`` (its book text read from
+        the index, or ``block["text"]`` without one; with ``alpha < 1`` mixed with ``block["score"]``), in row
+        order, without re-ranking anything: for studies that cache or compare scores per pair."""
         if self._net is None:
             self._net = _load(self.model.path, self.device)
         frame = block[["qid", "query", "docno"]]
@@ -252,7 +255,8 @@ class CrossEncoderReranker(pt.Transformer):
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         needs = ["query", "score"] if self.index is not None else ["query", "score", "text"]
-        return rerank_top_k(self, inp, self.k, self.index, needs, f"needs a result frame with {needs}", self._scores)
+        return rerank_top_k(self, inp, self.k, self.index, needs, f"needs a result frame with {needs}",
+                            self.pair_scores)
 
     def __repr__(self):
         # max_length and max_query_tokens as read from the model's training record where not given

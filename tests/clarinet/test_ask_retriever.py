@@ -6,18 +6,14 @@ import pandas as pd
 import pyterrier as pt
 import pytest
 
-import pyterrier_tot as ptt  # noqa: E402
-from pyterrier_tot import recipe  # noqa: E402
-from pyterrier_tot.clarinet import ask_retriever as interactive  # noqa: E402  (where ask's retriever is chosen)
-from pyterrier_tot.clarinet.interactive import ask_retriever  # noqa: E402
-from pyterrier_tot.datasets.base import BookDataset  # noqa: E402
-from pyterrier_tot.datasets.books import Book  # noqa: E402
-from pyterrier_tot.recipe import (  # noqa: E402
-    DEFAULT_BASE,
-    bases,
-    weights,  # noqa: E402
-)
-from pyterrier_tot.submission.cli import main  # noqa: E402
+import pyterrier_tot as ptt
+from pyterrier_tot import recipe
+from pyterrier_tot.clarinet import ask_retriever as choice  # where ask's retriever is chosen
+from pyterrier_tot.clarinet.ask_retriever import ask_retriever
+from pyterrier_tot.datasets.base import BookDataset
+from pyterrier_tot.datasets.books import Book
+from pyterrier_tot.recipe import DEFAULT_BASE, bases, weights
+from pyterrier_tot.submission.cli import main
 from tests.helpers.books import TINY_BOOKS
 
 REQUEST = "a ghost in an old lighthouse"
@@ -90,7 +86,7 @@ def test_a_cached_fine_tuned_base_is_used_before_dense(index, no_training, monke
 
 def test_the_recipe_comes_first_when_cached(index, no_training, monkeypatch):
     stub = pt.Transformer.from_df(pd.DataFrame({"qid": ["q"], "docno": ["b5"], "score": [1.0], "rank": [0]}))
-    monkeypatch.setattr(interactive, "_cached_recipe", lambda ds, ix, base: stub if base == DEFAULT_BASE else None)
+    monkeypatch.setattr(choice, "_cached_recipe", lambda ds, ix, base: stub if base == DEFAULT_BASE else None)
     for kind in (None, "recipe"):
         retriever, line = ask_retriever(index, Tiny(), kind)
         assert retriever is stub
@@ -112,7 +108,7 @@ def test_the_weights_looked_up_are_those_tuned_pipeline_uses(index, tmp_path, mo
         return path
 
     monkeypatch.setattr(weights, "weights_path", spy)
-    assert interactive._cached_recipe(Tiny(), index, base) is None  # no weights there: not the recipe
+    assert choice._cached_recipe(Tiny(), index, base) is None  # no weights there: not the recipe
     with pytest.raises(ptt.ModelUnavailableError, match="not fitted and train=False fits nothing"):
         ptt.tuned_pipeline(Tiny(), index, base=base, train=False, verbose=False)
     assert len(keys) == 2 and keys[0] == keys[1]
@@ -140,7 +136,7 @@ def test_a_cached_recipe_is_built_from_its_weights_and_searches(index, no_traini
     folder = resolve_model(None)
     monkeypatch.setattr(bases, "fine_tuned_base", lambda dataset, model="minilm", **kw: folder
                         if model == "minilm" else None)
-    fine, helpers = interactive._recipe_models(Tiny(), index, "minilm")
+    fine, helpers = choice._recipe_models(Tiny(), index, "minilm")
     extra = recipe.recipe_priors(index, "minilm", fine) or None
     path = recipe.weights_path(Tiny.name, index, fine, recipe.TUNING_QUERIES, recipe.TUNING_SEED, recipe.BASE_K,
                                 recipe.EXPERT_K, extra, recipe.FIT_BAGS, helpers or None,

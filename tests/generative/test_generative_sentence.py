@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from pyterrier_tot import generative as gen  # noqa: E402
-from pyterrier_tot.generative.sentence_backbone import split_identifier  # noqa: E402
+from pyterrier_tot.generative.sentence_model import split_identifier  # noqa: E402
 from tests.helpers.generative_toy import one_torch_thread, toy_books  # noqa: F401 (the fixture is autouse)
 
 

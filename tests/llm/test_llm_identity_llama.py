@@ -8,7 +8,8 @@ import struct
 import pytest
 
 from pyterrier_tot.llm.client import LLM
-from pyterrier_tot.llm.llama_server import LlamaServer, default_gguf, free_port, gguf_identity
+from pyterrier_tot.llm.identity import gguf_identity
+from pyterrier_tot.llm.llama_server import LlamaServer, default_gguf, free_port
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the 'llm' extra)")
 

@@ -3,7 +3,8 @@ import time
 import pandas as pd
 import pytest
 
-from pyterrier_tot.query.rm3 import TerrierUnavailableError, rm3_pipeline, terrier_available, terrier_status
+from pyterrier_tot.errors import TerrierUnavailableError
+from pyterrier_tot.query.rm3 import rm3_pipeline, terrier_available, terrier_status
 
 
 def test_availability_check_is_fast_and_explains_itself():

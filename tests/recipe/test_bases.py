@@ -311,7 +311,7 @@ def test_batches_that_cannot_be_filled_are_emitted_short():
     ever there, DistinctTextBatches emits a short batch."""
     from sentence_transformers import InputExample
 
-    from pyterrier_tot.recipe.expert_training import DistinctTextBatches
+    from pyterrier_tot.recipe.training_loop import DistinctTextBatches
 
     same = [InputExample(texts=[f"query {i}", "The Sleepy Kitten"]) for i in range(3)]
     batches = list(DistinctTextBatches(same, batch_size=2))
