@@ -210,36 +210,49 @@ class DenseRetriever(_MadeByEquality, pt.Transformer):
         return {"query_encoder": self.query_encoder, "retriever": self.retriever}
 
 
-def _checked_for_scoring(inp: pd.DataFrame, stage: str):
-    """What a scorer checks first: a result frame with a ``query`` column. Returns its output columns, and the
-    empty scored frame when ``inp`` has no rows (else ``None``)."""
-    pta.validate.result_frame(inp, extra_columns=["query"])
-    cols = _scored_columns(inp.columns)
-    if len(inp) == 0:
-        return cols, empty_scored(inp)[cols]
-    check_result_frame(inp, stage, "query")
-    return cols, None
+class _IndexScorer(_MadeByEquality, pt.Transformer):
+    """What the dense and BM25 scorers share: the docnos the index holds, their label, and the checks every call
+    starts with."""
+
+    def __init__(self, known: pd.Index, label: str, unknown_docnos: str = "raise", made_by: Optional[tuple] = None):
+        self.known = known
+        self.label = label
+        self.made_by = made_by
+        self.unknown_docnos = check_unknown_docnos_arg(unknown_docnos)
+
+    def _checked(self, inp: pd.DataFrame):
+        """A result frame with a ``query`` column: (its output columns, the empty scored frame when it has no rows,
+        else ``None``, and which rows hold a docno the index does not)."""
+        pta.validate.result_frame(inp, extra_columns=["query"])
+        cols = _scored_columns(inp.columns)
+        if len(inp) == 0:
+            return cols, empty_scored(inp)[cols], None
+        check_result_frame(inp, repr(self), "query")
+        return cols, None, np.asarray(unknown_docnos(inp, self.known, repr(self), self.unknown_docnos))
+
+    def __repr__(self):
+        if self.made_by is not None:
+            return _made_by_repr(self.made_by, self.label, unknown_docnos=self.unknown_docnos)
+        if self.unknown_docnos != "raise":
+            return f"{self.label[:-1]}, unknown_docnos={self.unknown_docnos!r})"
+        return self.label
 
 
-class DenseScorer(_MadeByEquality, pt.Transformer):
+class DenseScorer(_IndexScorer):
     """Re-scores a result frame by cosine between the encoded query and the stored book vectors (no book is
     re-encoded). A docno the index does not hold raises :class:`UnknownDocnoError` naming it, or, with
     ``unknown_docnos="nan"``, scores NaN with an ``UnknownDocnoWarning``."""
 
     def __init__(self, query_encoder: pt.Transformer, scorer: pt.Transformer, known: pd.Index, label: str,
                  unknown_docnos: str = "raise", made_by: Optional[tuple] = None):
+        super().__init__(known, label, unknown_docnos, made_by)
         self.query_encoder = query_encoder
         self.scorer = scorer
-        self.known = known
-        self.label = label
-        self.made_by = made_by
-        self.unknown_docnos = check_unknown_docnos_arg(unknown_docnos)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        cols, empty = _checked_for_scoring(inp, repr(self))
+        cols, empty, unknown = self._checked(inp)
         if empty is not None:
             return empty
-        unknown = unknown_docnos(inp, self.known, repr(self), self.unknown_docnos)
         if unknown.any():
             known_rows = inp[~unknown]
             scored = self.transform(known_rows) if len(known_rows) else known_rows.assign(score=0.0, rank=0)
@@ -271,18 +284,11 @@ class DenseScorer(_MadeByEquality, pt.Transformer):
         description."""
         return {"label": self.label}
 
-    def __repr__(self):
-        if self.made_by is not None:
-            return _made_by_repr(self.made_by, self.label, unknown_docnos=self.unknown_docnos)
-        if self.unknown_docnos != "raise":
-            return f"{self.label[:-1]}, unknown_docnos={self.unknown_docnos!r})"
-        return self.label
-
     def subtransformers(self):
         return {"query_encoder": self.query_encoder, "scorer": self.scorer}
 
 
-class BM25Scorer(_MadeByEquality, pt.Transformer):
+class BM25Scorer(_IndexScorer):
     """Re-scores a result frame by BM25: each query's top ``depth`` books are retrieved once and joined onto its
     rows, so the frame keeps every row in its order (a scorer for ``>>``, ``**`` and ``+``). A book below the
     depth, or sharing no term with the query, scores 0.0: exact when ``depth`` covers the corpus (the default of
@@ -291,17 +297,13 @@ class BM25Scorer(_MadeByEquality, pt.Transformer):
 
     def __init__(self, retriever: pt.Transformer, known: pd.Index, label: str, unknown_docnos: str = "raise",
                  made_by: Optional[tuple] = None):
+        super().__init__(known, label, unknown_docnos, made_by)
         self.retriever = retriever
-        self.known = known
-        self.label = label
-        self.made_by = made_by
-        self.unknown_docnos = check_unknown_docnos_arg(unknown_docnos)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        cols, empty = _checked_for_scoring(inp, repr(self))
+        cols, empty, unknown = self._checked(inp)
         if empty is not None:
             return empty
-        unknown = np.asarray(unknown_docnos(inp, self.known, repr(self), self.unknown_docnos))
         with warnings.catch_warnings():  # a query sharing no term with any book scores 0.0 everywhere: not news
             warnings.simplefilter("ignore", NoResultsWarning)
             res = self.retriever(inp[["qid", "query"]].drop_duplicates("qid"))
@@ -315,12 +317,6 @@ class BM25Scorer(_MadeByEquality, pt.Transformer):
         """What changes its scores (:mod:`pyterrier_tot._plumbing.cache_key`): the ``BookIndex`` method's
         description."""
         return {"label": self.label, **_key_extra(self.made_by)}
-
-    def __repr__(self):
-        if self.made_by is not None:
-            return _made_by_repr(self.made_by, self.label, unknown_docnos=self.unknown_docnos)
-        return self.label if self.unknown_docnos == "raise" else \
-            f"{self.label[:-1]}, unknown_docnos={self.unknown_docnos!r})"
 
     def subtransformers(self):
         return {"retriever": self.retriever}

@@ -212,7 +212,10 @@ def _writer(path, barrier, tag, n, errors):
 def test_processes_sharing_one_cache_lose_nothing(tmp_path, rounds, procs, n):
     """Each round opens a fresh file from all processes at once (before the fix about 7% of such rounds
     crashed with "database is locked" while switching to WAL), then they all write."""
-    ctx = mp.get_context("fork")  # spawn would import the whole library again in every writer
+    # forked from a small server process that has imported this module once: forking the test session itself costs
+    # more the more it has loaded (18 s at the end of the suite, 3 s alone), and spawn imports it all again per writer
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])
     for r in range(rounds):
         path = tmp_path / f"shared{r}.sqlite3"
         barrier, errors = ctx.Barrier(procs), ctx.Queue()
