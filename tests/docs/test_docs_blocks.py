@@ -32,7 +32,7 @@ class _Report:
 
 
 @pytest.fixture(scope="module")
-def ran(reddit, docs_pages_in_background):
+def ran(request, reddit, docs_pages_in_background):
     """Every page that is not pending, run once, two pages at a time (the runner's lanes): {path: blocks}. A whole
     session started them in the background when it started (tests/conftest.py), so this only waits for them."""
     import time
@@ -42,7 +42,9 @@ def ran(reddit, docs_pages_in_background):
         results = docs_pages_in_background.result()
         print(f"docs runner: {len(results)} files, waited {time.time() - t0:.0f} s for the last ones")
         return results
-    results = dr.run_files([p for p in RUNNABLE if _rel(p) not in PENDING], timeout=900, workers=2)
+    selected = {item.callspec.params["path"] for item in request.session.items
+                if getattr(item, "originalname", None) == "test_docs_blocks_run"}   # the pages -k kept
+    results = dr.run_files([p for p in RUNNABLE if _rel(p) not in PENDING and p in selected], timeout=900, workers=2)
     print(f"docs runner: {len(results)} files in {time.time() - t0:.0f} s")
     return results
 
