@@ -245,8 +245,11 @@ def test_pyterrier_tot_ask_stopped_by_ctrl_c(index, tmp_path):
     import signal
 
     out = tmp_path / "session.json"
+    # Ctrl-C's default action, also when the test run was started as a background job (`cmd &` in a script), where
+    # every process inherits SIGINT ignored and Python then never raises KeyboardInterrupt
     proc = subprocess.Popen(cli(index.path, "--request", REQUEST, "--transcript", str(out)), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env())
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env(),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen, deadline = b"", time.monotonic() + 120
     try:
         while b"Is your book here?" not in seen and time.monotonic() < deadline and proc.poll() is None:
