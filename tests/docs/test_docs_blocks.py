@@ -167,15 +167,19 @@ def test_console_blocks_drop_prompts_and_output():
     assert dr.shell_script(code) == "pyterrier-tot index a.toml   # build\necho one \\\ntwo\n"
 
 
-def test_pages_started_in_the_background_are_collected_or_stopped(tmp_path):
+@pytest.mark.parametrize("own_session", [True, False], ids=["own session", "tests' session"])
+def test_pages_started_in_the_background_are_collected_or_stopped(tmp_path, monkeypatch, own_session):
     """What the session does with the docs pages (tests/conftest.py): start them on a thread at the lowest
     priority, collect their blocks later; a session that ends first stops them, the blocks' own processes
-    included."""
+    included. A page has a session of its own where its autogroup weight can be set, else it stays in the
+    tests' session."""
     import os
     import time
 
+    monkeypatch.setattr(dr, "_autogroup_settable", lambda: own_session)
     fast, slow = tmp_path / "fast.rst", tmp_path / "slow.rst"
-    fast.write_text(".. code-block:: python\n\n    import os\n    assert os.nice(0) == 19\n")
+    fast.write_text(".. code-block:: python\n\n    import os\n    assert os.nice(0) == 19\n"
+                    f"    assert (os.getsid(0) == os.getpid()) is {own_session}\n")
     slow.write_text(".. code-block:: sh\n\n    sleep 120\n")
     pages = dr.start_in_background([fast], timeout=120)
     assert [b.status for b in pages.result(timeout=120)[fast.resolve()]] == ["ran"] and pages.done()

@@ -282,10 +282,13 @@ def run_file(path: Path, timeout: float = 900, workdir: Optional[Path] = None, t
         report = tmp / ".docs-report.jsonl"
         spec.write_text(json.dumps([asdict(b) for b in todo]))
         t0 = time.time()
-        lowest = _lowest_priority if background is not None else None
+        # a process group of its own (a timeout or stop() kills it whole); in the background, the lowest priority
+        own_session = background is None or _autogroup_settable()
+        lowest = None if background is None else _lowest_priority if own_session else _nice_19
         proc = subprocess.Popen([sys.executable, __file__, "--drive", str(spec), str(report)], cwd=tmp,
                                 env=runner_env(tmp, threads), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True, preexec_fn=lowest)
+                                text=True, start_new_session=own_session, process_group=None if own_session else 0,
+                                preexec_fn=lowest)
         if background is not None:
             background.live.add(proc)
             if background.stopped:   # stopped while this page started
@@ -446,16 +449,31 @@ def start_in_background(paths: List[Path], timeout: float = 900, workers: int = 
     return Background(paths, timeout, workers)
 
 
+def _autogroup_settable() -> bool:
+    """Whether a page in a session of its own can lower its session's weight (Linux autogroup scheduling on, and
+    ``/proc/self/autogroup`` writable). Where autogroups are on but cannot be set, a page stays in the tests'
+    session instead: a session of its own would weigh as much as all the tests together, whatever its niceness."""
+    try:
+        enabled = Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
+    except OSError:
+        return True      # no autogroups: niceness weighs across sessions
+    return not enabled or os.access("/proc/self/autogroup", os.W_OK)
+
+
 def _lowest_priority() -> None:
-    """In a page's process, before it starts: the lowest CPU priority. The page has a session of its own, so
-    Linux's autogroup scheduling weighs the session as a whole against the others (the tests, a notebook
-    kernel, a llama.cpp server, each in its own session); its niceness is set too, for kernels without
-    autogroups."""
+    """In a page's process (a session of its own), before it starts: the lowest CPU priority. Linux's autogroup
+    scheduling weighs each session as a whole against the others (the tests, a notebook kernel, a llama.cpp
+    server, each in a session of its own), so the session's weight is set, and the niceness for kernels
+    without autogroups."""
     try:
         with open("/proc/self/autogroup", "w") as f:
             f.write("19")
     except OSError:
         pass
+    os.nice(19)
+
+
+def _nice_19() -> None:
     os.nice(19)
 
 
