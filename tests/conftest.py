@@ -61,7 +61,7 @@ def pytest_collection_modifyitems(session, config, items):
     pending = getattr(docs[0].module, "PENDING", {})
     paths = [item.callspec.params["path"] for item in docs]
     paths = [p for p in paths if str(p.relative_to(docs_runner.ROOT)) not in pending]
-    config.stash[_DOCS_PAGES] = docs_runner.start_in_background(paths, timeout=900, workers=2)
+    config.stash[_DOCS_PAGES] = docs_runner.Background(paths, timeout=900, workers=2)
     items[:] = [item for item in items if item not in docs] + docs
 
 

@@ -181,9 +181,9 @@ def test_pages_started_in_the_background_are_collected_or_stopped(tmp_path, monk
     fast.write_text(".. code-block:: python\n\n    import os\n    assert os.nice(0) == 19\n"
                     f"    assert (os.getsid(0) == os.getpid()) is {own_session}\n")
     slow.write_text(".. code-block:: sh\n\n    sleep 120\n")
-    pages = dr.start_in_background([fast], timeout=120)
+    pages = dr.Background([fast], timeout=120)
     assert [b.status for b in pages.result(timeout=120)[fast.resolve()]] == ["ran"] and pages.done()
-    pages = dr.start_in_background([slow], timeout=120)
+    pages = dr.Background([slow], timeout=120)
     deadline = time.time() + 60
     while not pages.live and time.time() < deadline:
         time.sleep(0.05)

@@ -27,6 +27,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -291,7 +292,7 @@ def run_file(path: Path, timeout: float = 900, workdir: Optional[Path] = None, t
                                 preexec_fn=lowest)
         if background is not None:
             background.live.add(proc)
-            if background.stopped:   # stopped while this page started
+            if background.stopped.is_set():   # stopped while this page started
                 _kill(proc)
         try:
             tail = proc.communicate(timeout=timeout)[0][-4000:]
@@ -398,12 +399,12 @@ def run_files(paths: List[Path], timeout: float = 900, workers: int = 2,
     threads = 1 if workers > 1 else 2
 
     def lane(own):
-        stopped = background.stopped if background is not None else []
+        stopped = background.stopped if background is not None else threading.Event()
         for f in own:
-            if stopped:
+            if stopped.is_set():
                 return
             results[f] = run_file(f, timeout=timeout, threads=threads, background=background)
-        while not stopped:
+        while not stopped.is_set():
             try:
                 f = others.get_nowait()
             except queue.Empty:
@@ -417,15 +418,16 @@ def run_files(paths: List[Path], timeout: float = 900, workers: int = 2,
 
 
 class Background:
-    """Pages run on a thread of this process at the lowest priority (:func:`start_in_background`): ``result()``
-    waits for their blocks, ``stop()`` takes no further page and kills the pages running now (their blocks are
-    reported as failed)."""
+    """:func:`run_files` started on a thread of this process, each page at the lowest priority: the test session
+    starts the pages when it starts, so that they use what its tests leave idle (its small tests keep one core of
+    two busy), and the docs test only collects what they found. ``result()`` waits for their blocks, ``stop()``
+    takes no further page and kills the pages running now (their blocks are reported as failed)."""
 
     def __init__(self, paths: List[Path], timeout: float = 900, workers: int = 2):
         from concurrent.futures import ThreadPoolExecutor
 
         self.live: set = set()       # the page processes running now
-        self.stopped: list = []      # not empty once stopped
+        self.stopped = threading.Event()
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docs-runner")
         self.future = pool.submit(run_files, paths, timeout, workers, self)
         pool.shutdown(wait=False)
@@ -437,16 +439,9 @@ class Background:
         return self.future.done()
 
     def stop(self) -> None:
-        self.stopped.append(True)
+        self.stopped.set()
         for proc in list(self.live):
             _kill(proc)
-
-
-def start_in_background(paths: List[Path], timeout: float = 900, workers: int = 2) -> Background:
-    """Starts :func:`run_files` on a thread of this process, each page at the lowest priority: the test session
-    starts the pages when it starts, so that they use what its tests leave idle (its small tests keep one core
-    of two busy), and the docs test only collects what they found."""
-    return Background(paths, timeout, workers)
 
 
 def _autogroup_settable() -> bool:
