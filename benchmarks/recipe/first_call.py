@@ -4,6 +4,8 @@
     python benchmarks/recipe/first_call.py --fp32          # the same machine without bf16 (a CPU without it)
     python benchmarks/recipe/first_call.py --plan          # only the plans a cold call prints (minutes)
     python benchmarks/recipe/first_call.py --render        # results/first_call.md from the committed JSON
+    python benchmarks/recipe/first_call.py --keep DIR      # the cold cache built in DIR and kept: what the call
+                                                           # trained serves later studies (DIR/cache)
 
 Each run builds everything from nothing in a fresh ``$PYTERRIER_TOT_CACHE`` (a temporary folder): the book index,
 the fine-tuned mpnet base and its MiniLM helper, every dense and BM25 sub-index, the density prior and the fuser's
@@ -15,6 +17,7 @@ runs want idle cores: another heavy job on the machine slows every phase (the JS
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -70,13 +73,13 @@ def plans() -> dict:
     return out
 
 
-def one_run(fp32: bool) -> dict:
+def one_run(fp32: bool, keep: str = "") -> dict:
     import pyterrier_tot as ptt
     from pyterrier_tot.models import loading as models
     from pyterrier_tot.recipe import plan
     from pyterrier_tot.recipe.expert_training import training_metadata
 
-    with tempfile.TemporaryDirectory(prefix="first-call-") as tmp:
+    with (contextlib.nullcontext(keep) if keep else tempfile.TemporaryDirectory(prefix="first-call-")) as tmp:
         fresh_cache(tmp)
         if fp32:  # as on a CPU without native bf16: training and encoding in fp32
             models.native_bf16 = lambda: False
@@ -101,6 +104,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fp32", action="store_true")
     ap.add_argument("--plan", action="store_true")
+    ap.add_argument("--keep", default="", help="an empty folder to build the cold cache in and keep")
     args = _common.parse_or_render(ap, NAME, markdown)
     if args is None:
         return
@@ -110,7 +114,7 @@ def main() -> None:
     if args.plan:
         old["plans"] = plans()
     else:
-        old["runs"]["fp32" if args.fp32 else "native"] = one_run(args.fp32)
+        old["runs"]["fp32" if args.fp32 else "native"] = one_run(args.fp32, args.keep)
     _common.write_results(NAME, old, markdown(old))
 
 
