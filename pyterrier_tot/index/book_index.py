@@ -419,10 +419,16 @@ class BookIndex(BookCorpus, IndexParts, ToTArtifact):
         "cuda:1"]``) encode a new index with several processes
         (:class:`~pyterrier_tot.index.encoding.PooledDocEncoder`),
         ``workers=ptt.RayWorkers(n)`` with ``n`` actors on a Ray cluster (:mod:`pyterrier_tot.index.ray_encoding`); the
-        index is the same, so either is ignored when it is already built."""
+        index is the same, so either is ignored when it is already built. A request encoder trained against a frozen
+        catalogue (:func:`~pyterrier_tot.recipe.frozen_catalogue.train_request_encoder`) has no book vectors of its
+        own: its FlexIndex is that catalogue's (checked to be this index's), and nothing is encoded."""
         from pyterrier_tot.models.loading import DEFAULT_MODEL
 
         model = dense_index.model_key(model, encoder) or DEFAULT_MODEL
+        books = dense_index.book_side(self, model, fields_tuple(fields), max_chars, precision)
+        if books is not None:  # a request encoder's books are its frozen catalogue's vectors: nothing to encode
+            model, fields, max_chars, precision = books
+            encoder = None
         enc, precision = _encoder(model, encoder, precision)
         return dense_index.flex_index(self, model, fields_tuple(fields), max_chars, enc, precision, workers, devices)
 

@@ -1,12 +1,13 @@
 """What a call of the recipe will do before it does it, what that costs on this machine, and one progress display.
 
 :func:`~pyterrier_tot.recipe.tuned.tuned_pipeline` on a cold cache trains models for most of an hour on a laptop's
-CPU. Before anything runs it prints a :class:`RecipePlan`: each step (train a base, train its helper, build the
-BM25 indexes, encode the books with each model, fit the fuser), which of them are cached already, and an estimate
-of each from this machine: two training steps of each model to train and a few dozen books of each encoding are
-timed here first (so bf16 or fp32, CPU or GPU, and the machine's speed are all in it). Then one overall progress
-bar (:class:`RecipeProgress`), in estimated seconds, follows the steps' own loops: its remaining time is the
-estimate corrected by the pace actually seen. ``verbose=False`` silences both.
+CPU. Before anything runs it prints a :class:`RecipePlan`: each step (train a base, train its helper, build the BM25
+indexes, encode the books with each model, fit the fuser), which of them are cached already, and an estimate of each
+from this machine: two batches drawn at random from each model's training examples, run twice through its training
+loop (the second pass timed), and a few dozen books of each encoding, are timed here first (so bf16 or fp32, CPU or
+GPU, and the machine's speed are all in it). Then one overall progress bar (:class:`RecipeProgress`), in estimated
+seconds, follows the steps' own loops: its remaining time is the estimate corrected by the pace actually seen.
+``verbose=False`` silences both.
 
     plan = recipe_plan(ds, index, base="mpnet")        # nothing is trained; the timing steps take a minute or so
     print(plan)                                         # the steps, what is cached, the total
@@ -18,6 +19,7 @@ import functools
 import math
 import os
 import platform
+import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,9 +47,9 @@ from pyterrier_tot.recipe.weights import FIT_BAGS, fitted_weights
 #: with one BM25 / date / prior expert, measured on the reference machine (two AMD EPYC cores with native bf16,
 #: Reddit-TOMT, the default's eight experts); scaled here by how fast this machine encodes against that one.
 REFERENCE = {"bag_s": 4.0, "cheap_expert_query_s": 0.004, "minilm_book_s": 0.0062}
-#: Books and queries timed for an encoding estimate, and training steps for a training estimate (the first of
-#: each is a warm-up and is not counted).
-ENCODE_SAMPLE, TRAIN_STEPS = 48, 2
+#: Books and queries timed for an encoding estimate (the first batch is a warm-up and is not counted), and the
+#: batches of a training estimate (each run twice, the second time timed).
+ENCODE_SAMPLE, TRAIN_BATCHES = 48, 2
 
 
 @dataclass
@@ -125,8 +127,8 @@ def busy_note(load: Optional[Tuple[float, int]]) -> Optional[str]:
     """A note when the cores were busy while the plan timed its steps (its estimates then include that load)."""
     if load is None or load[0] < 0.75 * load[1]:
         return None
-    return (f"note: the cores were busy while this was timed (load average {load[0]:.1f} on {load[1]} cores, the "
-            "timing itself included), so these estimates are high by about that load; on idle cores it runs faster")
+    return (f"note: the cores were busy when this was timed (load average {load[0]:.1f} on {load[1]} cores before "
+            "the timing started), so these estimates are high by about that load; on idle cores it runs faster")
 
 
 def fetch_step(model: str) -> Optional[Step]:
@@ -166,18 +168,38 @@ def machine() -> str:
 
 
 # ----------------------------------------------------------------------------------------------- timing here
+class _TwoPasses:
+    """Fixed batches, each yielded twice (all of them, then all again), for the training loop's ``loader``."""
+
+    def __init__(self, batches: list):
+        self.batches, self.collate_fn = batches, None
+
+    def __len__(self) -> int:
+        return 2 * len(self.batches)
+
+    def __iter__(self):
+        for _ in range(2):
+            for batch in self.batches:
+                yield self.collate_fn(batch) if self.collate_fn is not None else batch
+
+
 @functools.lru_cache(maxsize=16)
 def training_step_seconds(model: str, batch_size: int, max_seq_length: int, amp: bool, freeze_layers: int,
                           examples: Tuple[Tuple[str, ...], ...]) -> float:
-    """Seconds of one optimisation step of ``model`` on ``examples`` (one batch), as training takes it on this
-    machine: the first of :data:`TRAIN_STEPS` steps warms up and is not counted."""
+    """Seconds of one optimisation step of ``model`` as training takes it on this machine: the training loop itself
+    (the model's prompts, autocast, clipping, the scheduler) runs over :data:`TRAIN_BATCHES` batches drawn from
+    ``examples`` as training draws them, twice; only the second pass is timed. The first pass warms up every batch's
+    shape (the CPU's bf16 kernels are prepared per shape; a long run meets the same few shapes again and again).
+    ``examples`` should be a random sample of the training examples (:func:`frame_sample`): a step is as long as its
+    batch's longest texts."""
     import torch
     from sentence_transformers import InputExample, SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
     from pyterrier_tot.console import quiet_loading
     from pyterrier_tot.models.loading import resolve_model, training_device
-    from pyterrier_tot.recipe.training_loop import freeze_lower_layers
+    from pyterrier_tot.models.prompts import prompted_examples
+    from pyterrier_tot.recipe.training_loop import DistinctTextBatches, _fit, freeze_lower_layers
 
     device = training_device()
     with quiet_loading():
@@ -186,22 +208,26 @@ def training_step_seconds(model: str, batch_size: int, max_seq_length: int, amp:
     if freeze_layers:
         freeze_lower_layers(st, freeze_layers)
     loss = MultipleNegativesRankingLoss(st)
-    opt = torch.optim.AdamW([p for p in loss.parameters() if p.requires_grad], lr=1e-5)
-    features, labels = st.smart_batching_collate([InputExample(texts=list(ex)) for ex in examples[:batch_size]])
-    features = [{k: v.to(device) if hasattr(v, "to") else v for k, v in f.items()} for f in features]
-    times = []
-    for _ in range(TRAIN_STEPS):
-        t0 = time.perf_counter()
-        with torch.autocast(torch.device(device).type, dtype=torch.bfloat16) if amp else contextlib.nullcontext():
-            value = loss(features, labels)
-        value.backward()
-        opt.step()
-        opt.zero_grad()
+    state = random.getstate()
+    random.seed(0)  # the same batches for the same sample
+    try:
+        drawn = DistinctTextBatches([InputExample(texts=list(ex)) for ex in prompted_examples(st, examples)],
+                                    batch_size=min(batch_size, len(examples)))
+        loader = _TwoPasses(list(drawn)[:TRAIN_BATCHES])
+    finally:
+        random.setstate(state)
+    ends = [time.perf_counter()]
+
+    def on_epoch(epoch: int, mean_loss: float) -> None:
         if device != "cpu":
             torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    del st, loss, opt
-    return float(sum(times[1:]) / max(1, len(times) - 1))
+        ends.append(time.perf_counter())
+
+    # "epochs" of one step each: the loop's own per-step cost, timed step by step
+    _fit(st, loader, loss, len(loader), 1, len(loader), 0, 1e-5, amp, on_epoch, None, device)
+    times = [b - a for a, b in zip(ends, ends[1:])][len(loader.batches):]
+    del st, loss
+    return float(sum(times) / max(1, len(times)))
 
 
 @functools.lru_cache(maxsize=32)
@@ -388,9 +414,12 @@ class RecipeProgress:
         self._show(self.done)
 
 
-def frame_sample(pairs: Sequence[Tuple[str, ...]], n: int = 16) -> Tuple[Tuple[str, ...], ...]:
-    """The first ``n`` examples, as the hashable sample a timing takes."""
-    return tuple(tuple(str(t) for t in ex) for ex in list(pairs)[:n])
+def frame_sample(pairs: Sequence[Tuple[str, ...]], n: int = 32, seed: int = 0) -> Tuple[Tuple[str, ...], ...]:
+    """``n`` examples drawn at random (``seed``: the same on every call), as the hashable sample a timing takes: a
+    random draw has the lengths training meets, where the first examples of a list may all be short."""
+    pairs = list(pairs)
+    chosen = random.Random(seed).sample(range(len(pairs)), min(n, len(pairs)))
+    return tuple(tuple(str(t) for t in pairs[i]) for i in sorted(chosen))
 
 
 def query_sample(topics: pd.DataFrame, n: int = ENCODE_SAMPLE) -> Tuple[str, ...]:
@@ -476,6 +505,7 @@ def recipe_steps(work: Trainings, base, k: int, expert_k: int, density: bool, no
     from pyterrier_tot.errors import ModelUnavailableError
 
     index, dataset, n = work.index, work.dataset, work.n
+    load = load_average()  # before the timing below, which keeps the cores busy itself
     steps: Dict[object, Step] = {}
     if say and not work.done():
         say(f"{title}: timing a few training steps and a book sample here, to say what the first call costs...")
@@ -512,4 +542,4 @@ def recipe_steps(work: Trainings, base, k: int, expert_k: int, density: bool, no
             query_s[name] = per * (1.0 if e.field == "query" else 0.3)
     factor = fit_cpu_factor() if weights is None else 1.0
     steps["fit"] = fit_step(len(tuning), experts, FIT_BAGS, query_s, factor, weights is not None)
-    return RecipePlan(list(steps.values()), machine(), title), steps
+    return RecipePlan(list(steps.values()), machine(), title, load=load), steps

@@ -48,6 +48,11 @@ def test_request_encoder_learns_and_searches_the_frozen_catalogue(trained):
     assert after > before                                              # requests moved towards their books
     assert sorted(p.name for p in Path(index.path).iterdir()) == parts  # the books were not encoded again
     assert index.has_dense(path)
+    # the book side of a request encoder is the frozen catalogue, wherever the books are read (the density prior)
+    assert index.flex_index(path).index_path == index.flex_index("minilm").index_path
+    from pyterrier_tot.decomposition.density_prior import book_density
+    assert book_density(index, path).equals(book_density(index, "minilm"))
+    assert not [p.name for p in Path(index.path).iterdir() if p.name.startswith(f"dense-{path.name}-")]
     scored = index.dense_scorer(path).transform(index.dense("minilm").transform(topics))
     assert not scored["score"].isna().any()
 
@@ -72,3 +77,20 @@ def test_mined_and_batch_negatives_train_and_record_their_settings(trained, tmp_
         assert meta["negatives"] == negatives and meta["trainable_layers"] == 1 and meta["steps"] == 1
     with pytest.raises(ValueError, match="negatives"):
         train_request_encoder(topics, qrels, index, "minilm", negatives="all")
+
+
+def test_a_recipe_on_a_request_encoder_saves_and_loads_like_the_others(trained, tmp_path):
+    from pyterrier_tot.recipe import RecipeArtifact
+    from tests.helpers.train_once_worker import TinyDataset
+
+    index, topics, _, path, _ = trained
+    dp = ptt.tuned_pipeline(TinyDataset(), index, fine_tuned={"dense_ft": str(path)}, n=4, k=3, expert_k=2,
+                            density=False, verbose=False)
+    saved = dp.save(tmp_path / "recipe")
+    copied = Path(saved.models()["dense_ft"])
+    assert training_metadata(copied)[FROZEN_BOOKS] == training_metadata(path)[FROZEN_BOOKS]
+    loaded = RecipeArtifact(saved.path).pipeline(index)
+    before, after = (p(topics).sort_values(["qid", "rank"])[["qid", "docno"]].values.tolist() for p in (dp, loaded))
+    assert after == before
+    # neither the trained nor the saved copy encoded a book: both searched the frozen catalogue's vectors
+    assert not [p.name for p in Path(index.path).iterdir() if p.name.startswith(f"dense-{copied.name}-")]

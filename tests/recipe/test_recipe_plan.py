@@ -40,6 +40,28 @@ def test_the_plan_of_a_cold_call_lists_every_step_timed_here(cold):
     assert not any(models.glob("base-*")) and not list(Path(index.path).glob("dense-*"))  # nothing trained, built
 
 
+def test_training_is_timed_on_a_random_draw_of_examples_with_the_training_loop_itself(monkeypatch):
+    pairs = [(f"request {i}", f"book {i}") for i in range(200)]
+    sample = planning.frame_sample(pairs)
+    assert sample == planning.frame_sample(pairs) and len(sample) == 32     # the same draw on every call
+    assert sample != tuple(pairs[:32]) and max(int(q.split()[1]) for q, _ in sample) > 100   # not the list's head
+    assert len(planning.frame_sample(pairs[:5])) == 5
+    from pyterrier_tot.recipe import training_loop
+
+    calls = []
+    real = training_loop._fit
+
+    def fit(model, loader, loss, epochs, steps, *rest):
+        calls.append((epochs, steps, [len(b) for b in loader.batches], len(list(iter(loader)))))
+        return real(model, loader, loss, epochs, steps, *rest)
+
+    monkeypatch.setattr(training_loop, "_fit", fit)
+    planning.training_step_seconds.cache_clear()
+    seconds = planning.training_step_seconds("minilm", 16, 16, False, 0, sample)
+    # the loop training runs, one step an "epoch": two batches of 16 from the draw, twice (the second pass timed)
+    assert calls == [(4, 1, [16, 16], 4)] and seconds > 0
+
+
 def test_the_first_call_prints_its_plan_then_trains_and_a_second_call_finds_it_all_cached(cold, capsys):
     ds, index = cold
     dp = recipe.tuned_pipeline(ds, index, base="minilm", n=4, k=3, expert_k=2, train_settings=TINY)
