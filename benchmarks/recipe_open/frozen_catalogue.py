@@ -181,7 +181,6 @@ def main() -> None:
 def render(default: dict, rows: list, adopted) -> None:
     """results/frozen_catalogue.{json,md}: each variant beside the default (same run), paired p-values."""
     import pandas as pd
-    from scipy.stats import ttest_rel
 
     table = []
     for r in [default, *rows]:
@@ -189,15 +188,7 @@ def render(default: dict, rows: list, adopted) -> None:
         line = {"training": r["name"], "mpnet s/step": steps.get("mpnet", ""), "MiniLM s/step": steps.get("minilm", ""),
                 "mpnet training s": round(r["train_s"].get("dense_ft_mpnet", r["train_s"].get("mpnet", 0))),
                 "MiniLM training s": round(r["train_s"].get("dense_ft", r["train_s"].get("minilm", 0)))}
-        for split in ("tuning", "validation"):
-            m = r[split]
-            line.update({f"{split} objective": m["objective"], f"{split} R@5": m["R@5"],
-                         f"{split} R@100": m["R@100"], f"{split} MRR": m["RR"]})
-            if r is not default:
-                qs = sorted(default[split]["per_query_objective"])
-                p = ttest_rel([r[split]["per_query_objective"][q] for q in qs],
-                              [default[split]["per_query_objective"][q] for q in qs]).pvalue
-                line[f"{split} p"] = round(float(p), 3)
+        line.update(training_cost.split_columns(r, default, "p"))
         line["passes"] = r.get("passes", "(baseline)")
         table.append(line)
     payload = {"rule": next(p for p in __doc__.split("\n\n") if p.startswith("The rule")), "adopted": adopted,

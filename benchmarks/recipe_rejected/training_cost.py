@@ -163,23 +163,32 @@ def cheapest_passing(names, run, default: dict, ready=lambda name: True):
     return rows, None
 
 
+def split_columns(r: dict, default: dict, p_label: str) -> dict:
+    """A row's tuning and validation measures as table columns, with the paired t-test of its per-query objective
+    against ``default``'s (none for the default itself)."""
+    from scipy.stats import ttest_rel
+
+    line = {}
+    for split in ("tuning", "validation"):
+        m = r[split]
+        line.update({f"{split} objective": m["objective"], f"{split} R@5": m["R@5"],
+                     f"{split} R@100": m["R@100"], f"{split} MRR": m["RR"]})
+        if r is not default:
+            qs = sorted(default[split]["per_query_objective"])
+            p = ttest_rel([r[split]["per_query_objective"][q] for q in qs],
+                          [default[split]["per_query_objective"][q] for q in qs]).pvalue
+            line[f"{split} {p_label}"] = round(float(p), 3)
+    return line
+
+
 def render(default: dict, rows: list, adopted) -> None:
     import pandas as pd
-    from scipy.stats import ttest_rel
 
     table = []
     for r in [default, *rows]:
         line = {"profile": r["name"], "mpnet training s": r["train_s"].get("dense_ft_mpnet"),
                 "helper training s": r["train_s"].get("dense_ft")}
-        for split in ("tuning", "validation"):
-            m = r[split]
-            line.update({f"{split} objective": m["objective"], f"{split} R@5": m["R@5"],
-                         f"{split} R@100": m["R@100"], f"{split} MRR": m["RR"]})
-            if r is not default:
-                qs = sorted(default[split]["per_query_objective"])
-                p = ttest_rel([r[split]["per_query_objective"][q] for q in qs],
-                              [default[split]["per_query_objective"][q] for q in qs]).pvalue
-                line[f"{split} p (objective)"] = round(float(p), 3)
+        line.update(split_columns(r, default, "p (objective)"))
         line["passes the rule"] = r.get("passes", "")
         table.append(line)
     frame = pd.DataFrame(table)
