@@ -198,13 +198,17 @@ def render(default: dict, rows: list, adopted) -> None:
                          for s in ("tuning", "validation")} for r in [default, *rows]],
                "machine": _common.machine()}
     untried = [v for v in VARIANTS if v not in {r["name"] for r in rows}]
-    lines = [f"# {__doc__.splitlines()[0]}", "", f"Machine: {payload['machine']}. Same run: the default's row is "
+    m = payload["machine"]
+    lines = [f"# {__doc__.splitlines()[0]}", "", f"Machine: {m['cpus']} CPU cores, {m['platform']}, {m['date']}. "
+             "Same run: the default's row is "
              "the recipe a whole cold first call trained on this machine (`first_call.py --keep`), each variant's "
              "its two request encoders and the fuser fitted over them.", "",
              _common.md_table(pd.DataFrame(table).astype(object).fillna("")), "",
-             f"Adopted: **{adopted or 'none (the default stays)'}**." + (
-                 f" Not run: {', '.join(untried)} (the rule stops at the first that passes)." if adopted and untried
-                 else (f" Not run yet: {', '.join(untried)}." if untried else "")), "",
+             (f"Adopted: **{adopted}**." + (f" Not run: {', '.join(untried)} (the rule stops at the first that "
+                                            "passes)." if untried else "") if adopted else
+              f"Adopted: **none so far**; not run yet: {', '.join(untried)}. The study goes on with the next "
+              "variant (`run` measures only the rows still missing)." if untried else
+              "Adopted: **none: no variant passes, the default stays**."), "",
              "p: paired t-test over queries of the objective (the mean of R@1, R@5, R@10, R@20, R@100 and MRR) "
              "against the default. The rule reads the tuning slice only; validation chooses nothing.", "",
              "## The rule", "", payload["rule"]]

@@ -231,17 +231,27 @@ def training_step_seconds(model: str, batch_size: int, max_seq_length: int, amp:
 
 
 @functools.lru_cache(maxsize=32)
-def encoding_seconds(model: str, texts: Tuple[str, ...], precision: str = "fp32") -> float:
-    """Seconds per text for ``model`` to encode texts like ``texts`` on this machine (the first batch warms up)."""
+def encoding_seconds(model: str, texts: Tuple[str, ...], precision: str = "fp32",
+                     max_seq_length: Optional[int] = None) -> float:
+    """Seconds per text for ``model`` to encode texts like ``texts`` on this machine: one batch warms up, then all
+    of ``texts`` are timed, sorted by length as the index encodes them (so the timed texts are the sample, not its
+    longest part). ``max_seq_length``: the length the encoder timed stands in for (a base not trained yet is timed
+    with the model it starts from, truncating as the trained one will)."""
+    from pyterrier_tot.index.encoding import ENCODE_BATCH
     from pyterrier_tot.models.loading import load_biencoder
 
-    enc = load_biencoder(model, precision=precision)
-    batch = 16
-    enc.encode_docs(list(texts[:batch]), batch_size=batch)
-    rest = list(texts[batch:]) or list(texts)
-    t0 = time.perf_counter()
-    enc.encode_docs(rest, batch_size=batch)
-    return (time.perf_counter() - t0) / len(rest)
+    enc = load_biencoder(model, precision=precision)  # shared in this process: its length is put back below
+    before = enc.model.max_seq_length
+    try:
+        if max_seq_length:
+            enc.model.max_seq_length = int(max_seq_length)
+        enc.encode_docs(list(texts[:ENCODE_BATCH]), batch_size=ENCODE_BATCH)
+        timed = sorted(texts, key=len)
+        t0 = time.perf_counter()
+        enc.encode_docs(timed, batch_size=ENCODE_BATCH)
+        return (time.perf_counter() - t0) / len(timed)
+    finally:
+        enc.model.max_seq_length = before
 
 
 # ----------------------------------------------------------------------------------------------- the plan
@@ -279,9 +289,10 @@ def training_step(t: Training, cached: bool) -> Step:
 
 
 def encoding_steps(index, parts: Sequence[Tuple[str, Tuple[str, ...], Optional[int], str, str]],
-                   timing_model: Dict[str, str]) -> List[Step]:
+                   timing_model: Dict[str, str], max_lengths: Optional[Dict[str, int]] = None) -> List[Step]:
     """One step per dense part ``(model, fields, max_chars, precision, label)`` to encode, timed on a sample of
-    the books with ``timing_model[model]`` (a base not trained yet is timed with the model it starts from)."""
+    the books with ``timing_model[model]`` (a base not trained yet is timed with the model it starts from, at the
+    ``max_lengths[model]`` tokens it is trained with)."""
     from pyterrier_tot.errors import ModelUnavailableError
 
     out = []
@@ -289,11 +300,11 @@ def encoding_steps(index, parts: Sequence[Tuple[str, Tuple[str, ...], Optional[i
         if index.has_dense(model, fields, max_chars, precision):
             out.append(Step("encode", f"{label} index", True))
             continue
-        # timed as the index encodes them: sorted by length, so that batches pad little
-        sample = tuple(sorted(index.field_text(fields, max_chars)[:ENCODE_SAMPLE], key=len)) \
-            if not index.streamed else ()
+        # books drawn at random (the first books of a catalogue need not be typical of its lengths)
+        sample = text_sample(index.field_text(fields, max_chars)) if not index.streamed else ()
         try:
-            per_book = encoding_seconds(timing_model.get(model, model), sample, precision) if sample else 0.01
+            per_book = encoding_seconds(timing_model.get(model, model), sample, precision,
+                                        (max_lengths or {}).get(model)) if sample else 0.01
         except ModelUnavailableError:  # listed as a fetch step: timed once the model is here
             out.append(Step("encode", f"encode {len(index):,} books for the {label} index", False, 0.0,
                             "timed once its model is fetched", ("dense",), (model, fields, max_chars, precision),
@@ -418,12 +429,22 @@ def frame_sample(pairs: Sequence[Tuple[str, ...]], n: int = 32, seed: int = 0) -
     """``n`` examples drawn at random (``seed``: the same on every call), as the hashable sample a timing takes: a
     random draw has the lengths training meets, where the first examples of a list may all be short."""
     pairs = list(pairs)
-    chosen = random.Random(seed).sample(range(len(pairs)), min(n, len(pairs)))
-    return tuple(tuple(str(t) for t in pairs[i]) for i in sorted(chosen))
+    return tuple(tuple(str(t) for t in pairs[i]) for i in _drawn(len(pairs), n, seed))
+
+
+def text_sample(texts: Sequence[str], n: int = ENCODE_SAMPLE, seed: int = 0) -> Tuple[str, ...]:
+    """``n`` texts drawn at random (``seed``: the same on every call): an encoding timing on the first books or
+    requests of a list would time whatever lengths happen to come first."""
+    texts = list(texts)
+    return tuple(str(texts[i]) for i in _drawn(len(texts), n, seed))
+
+
+def _drawn(size: int, n: int, seed: int) -> List[int]:
+    return sorted(random.Random(seed).sample(range(size), min(n, size)))
 
 
 def query_sample(topics: pd.DataFrame, n: int = ENCODE_SAMPLE) -> Tuple[str, ...]:
-    return tuple(str(q) for q in topics["query"].head(n))
+    return text_sample(topics["query"], n)
 
 
 def folder_done(folder: Optional[str]) -> bool:
@@ -525,7 +546,9 @@ def recipe_steps(work: Trainings, base, k: int, expert_k: int, density: bool, no
     bm25, parts = expert_parts(experts, labels)
     steps["bm25"] = bm25_step(index, bm25)
     timing = {t.folder: hub_name(t.model) for t in work.all}
-    for key, s in zip(parts, encoding_steps(index, [(*key, label) for key, label in parts.items()], timing)):
+    lengths = {t.folder: t.settings.get("max_seq_length") for t in work.all}
+    for key, s in zip(parts, encoding_steps(index, [(*key, label) for key, label in parts.items()], timing,
+                                            lengths)):
         steps[("dense", *key)] = s
     weights = fitted_weights(dataset, work.checked, fts, n=n, k=k, expert_k=expert_k, extra_experts=priors or None,
                              helpers=helpers or None, normalise=normalise, fit=False) if work.done() else None
@@ -536,7 +559,7 @@ def recipe_steps(work: Trainings, base, k: int, expert_k: int, density: bool, no
         dense = [p for p in e.index_parts() if p[0] == "dense"] if isinstance(e, FieldExpert) else []
         for _, model, _, _, precision in dense[:1]:
             try:
-                per = encoding_seconds(timing.get(model, model), query_sample(tuning), precision)
+                per = encoding_seconds(timing.get(model, model), query_sample(tuning), precision, lengths.get(model))
             except ModelUnavailableError:  # still to fetch (a step of the plan): the reference's rate
                 continue
             query_s[name] = per * (1.0 if e.field == "query" else 0.3)

@@ -62,6 +62,28 @@ def test_training_is_timed_on_a_random_draw_of_examples_with_the_training_loop_i
     assert calls == [(4, 1, [16, 16], 4)] and seconds > 0
 
 
+def test_encoding_is_timed_on_books_drawn_at_random_at_the_length_the_trained_model_keeps(monkeypatch):
+    texts = [f"book {i} " + "word " * (i % 7) for i in range(300)]
+    sample = planning.text_sample(texts)
+    assert sample == planning.text_sample(texts) and len(sample) == planning.ENCODE_SAMPLE
+    assert all(isinstance(t, str) for t in sample) and max(int(t.split()[1]) for t in sample) > 100
+    from pyterrier_tot.models.loading import load_biencoder
+
+    enc = load_biencoder("minilm")
+    before, seen = enc.model.max_seq_length, []
+    real = type(enc).encode_docs
+
+    def encode_docs(self, batch, batch_size=None):
+        seen.append((len(batch), self.model.max_seq_length, list(batch) == sorted(batch, key=len)))
+        return real(self, batch, batch_size=batch_size)
+
+    monkeypatch.setattr(type(enc), "encode_docs", encode_docs)
+    assert planning.encoding_seconds("minilm", sample, max_seq_length=24) > 0
+    # one warm-up batch, then the whole draw timed in length order, truncated as the trained model will be
+    assert seen[1:] == [(len(sample), 24, True)] and seen[0][:2] == (16, 24)
+    assert enc.model.max_seq_length == before      # the shared encoder is given back as it was
+
+
 def test_the_first_call_prints_its_plan_then_trains_and_a_second_call_finds_it_all_cached(cold, capsys):
     ds, index = cold
     dp = recipe.tuned_pipeline(ds, index, base="minilm", n=4, k=3, expert_k=2, train_settings=TINY)
