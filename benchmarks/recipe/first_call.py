@@ -94,8 +94,9 @@ def one_run(fp32: bool, keep: str = "") -> dict:
                    for n, f in part.items()}
         table = ptt.tot_experiment([dp], ds.get_topics("validation"), ds.get_qrels("validation"),
                                    measures=["R@1", "R@5", "R@100", "RR"], names=["the default recipe"])
+        steps = dp.first_call.taken().to_dict("records") if dp.first_call is not None else []
         return {"fp32": fp32, "machine": plan.machine(), "wall_s": round(wall, 1), "training_s": trained,
-                "printed": printed.getvalue(),
+                "printed": printed.getvalue(), "steps": steps,
                 "loadavg_before": load, "loadavg_after": os.getloadavg(),
                 "validation": table.to_dict("records")[0]}
 
@@ -136,6 +137,11 @@ def markdown(p: dict) -> str:
     lines += ["", "## What the first calls printed", ""]
     for name, r in p["runs"].items():
         lines += [f"### {name}", "", "```", r["printed"].strip()[:2500], "```", ""]
+        if r.get("steps"):  # each step of the plan, estimated and taken (the rest of the wall: loading, the prior)
+            lines += ["| step | estimate | took | estimate / took |", "|---|---|---|---|"]
+            lines += [f"| {s['step']} | {s['estimate_s']:.0f} s | {s['took_s']:.0f} s | {s['ratio']:.2f} |"
+                      for s in r["steps"]]
+            lines += [""]
     for name, r in p.get("plans", {}).items():
         lines += [f"### The plan alone, cold cache, {name} ({r['machine']}; load average {r['loadavg'][0]:.2f})",
                   "", "```", r["printed"].strip(), "```", ""]

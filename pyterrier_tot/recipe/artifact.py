@@ -47,6 +47,9 @@ class TunedPipeline(DecompositionPipeline):
     :meth:`save` can write it as one artifact. It ranks, prints and composes exactly as the plain pipeline."""
 
     recipe: dict
+    #: The plan the call that built this pipeline printed, each step with what it took (``first_call.taken()``: a
+    #: table of estimate against time taken); None when that call had nothing to build or printed no plan.
+    first_call = None
 
     @classmethod
     def of(cls, dp: DecompositionPipeline, dataset, index, fine_tuned: Optional[Dict[str, str]],

@@ -66,6 +66,7 @@ class Step:
     loops: Tuple[str, ...] = ()
     args: tuple = ()
     timed: bool = True  # False: not timed yet (its model is still to fetch); ``seconds`` counts nothing for it
+    took: Optional[float] = None  # the wall-clock seconds the step took, once a call has run it (its progress)
 
 
 @dataclass
@@ -106,6 +107,18 @@ class RecipePlan:
 
     def progress(self, enabled: bool = True) -> "RecipeProgress":
         return RecipeProgress(self, enabled)
+
+    def taken(self) -> pd.DataFrame:
+        """Each step the call ran beside its estimate: ``step``, ``estimate_s``, ``took_s`` (what the progress
+        measured) and ``ratio`` (estimate / took), with a last row ``in all``: how honest the plan was here."""
+        rows = [{"step": s.what, "estimate_s": round(s.seconds, 1), "took_s": round(s.took, 1)}
+                for s in self.todo if s.took is not None]
+        if rows:
+            rows.append({"step": "in all", "estimate_s": round(sum(r["estimate_s"] for r in rows), 1),
+                         "took_s": round(sum(r["took_s"] for r in rows), 1)})
+        out = pd.DataFrame(rows, columns=["step", "estimate_s", "took_s"])
+        out["ratio"] = (out["estimate_s"] / out["took_s"].clip(lower=1e-9)).round(2)
+        return out
 
 
 def _cache_dir():
@@ -413,7 +426,7 @@ class RecipeProgress:
         if step is None or step.cached:
             yield
             return
-        start = self.done
+        start, t0 = self.done, time.perf_counter()
 
         def seen(desc: str, done: float, total: Optional[int]) -> None:
             if total and any(desc.startswith(p) or p in desc for p in step.loops):
@@ -421,6 +434,7 @@ class RecipeProgress:
 
         with console.observe(seen):
             yield
+        step.took = time.perf_counter() - t0
         self.done = start + step.seconds
         self._show(self.done)
 

@@ -150,8 +150,10 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
                 weights = fitted_weights(dataset, checked, fine_tuned, refit=refit, verbose=False,
                                          pipeline=dp if decomposer is None else None, **fit)
     dp.fuser = WeightedFuser.load(str(weights), dp.experts)  # as decomposition_pipeline(weights=path) loads them
-    return TunedPipeline.of(dp, dataset, index, fine_tuned, helpers or None, extra_experts, base, k, expert_k,
-                            depth, density, normalise, n)
+    out = TunedPipeline.of(dp, dataset, index, fine_tuned, helpers or None, extra_experts, base, k, expert_k,
+                           depth, density, normalise, n)
+    out.first_call = plan if plan is not None and plan.todo else None  # .taken(): each step, estimated and taken
+    return out
 
 
 #: Names this module re-exported before :mod:`pyterrier_tot.recipe` became the recipe's one public surface, read from
