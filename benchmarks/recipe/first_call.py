@@ -144,7 +144,7 @@ def markdown(p: dict) -> str:
             lines += [""]
     for name, r in p.get("plans", {}).items():
         lines += [f"### The plan alone, cold cache, {name} ({r['machine']}; load average {r['loadavg'][0]:.2f})",
-                  "", "```", r["printed"].strip(), "```", ""]
+                  "", *([r["note"], ""] if r.get("note") else []), "```", r["printed"].strip(), "```", ""]
     return "\n".join(lines)
 
 
