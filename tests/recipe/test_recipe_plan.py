@@ -90,7 +90,8 @@ def test_the_first_call_prints_its_plan_then_trains_and_a_second_call_finds_it_a
     out = capsys.readouterr().out
     taken = dp.first_call.taken()     # every step the plan printed, beside what it took
     assert list(taken["step"]) == [s.what for s in dp.first_call.todo] + ["in all"]
-    assert (taken["took_s"] > 0).all() and taken["took_s"].iloc[-1] == pytest.approx(taken["took_s"].iloc[:-1].sum())
+    assert all(s.took > 0 for s in dp.first_call.todo)   # (the table rounds to tenths: a tiny step shows 0.0)
+    assert taken["took_s"].iloc[-1] == pytest.approx(taken["took_s"].iloc[:-1].sum())
     first = out.index("the recipe, first call on this machine")
     assert first < out.index("fine-tuning the minilm base")           # the plan comes before any training
     assert "fit the fuser on 4 tuning queries" in out
