@@ -163,13 +163,13 @@ def cheapest_passing(names, run, default: dict, ready=lambda name: True):
     return rows, None
 
 
-def split_columns(r: dict, default: dict, p_label: str) -> dict:
-    """A row's tuning and validation measures as table columns, with the paired t-test of its per-query objective
+def split_columns(r: dict, default: dict, p_label: str, splits=("tuning", "validation")) -> dict:
+    """A row's measures on ``splits`` as table columns, with the paired t-test of its per-query objective
     against ``default``'s (none for the default itself)."""
     from scipy.stats import ttest_rel
 
     line = {}
-    for split in ("tuning", "validation"):
+    for split in splits:
         m = r[split]
         line.update({f"{split} objective": m["objective"], f"{split} R@5": m["R@5"],
                      f"{split} R@100": m["R@100"], f"{split} MRR": m["RR"]})

@@ -444,6 +444,18 @@ class BookIndex(BookCorpus, IndexParts, ToTArtifact):
         return self.flex_index(book_model, book_fields, book_chars, workers=workers, devices=devices,
                                precision=precision), enc, precision
 
+    def allow_transfer(self, model) -> "BookIndex":
+        """Let ``model``, a request encoder trained against another corpus's frozen catalogue, search this corpus:
+        its requests are searched against this index's vectors of the same book model (encoded here once, as for
+        the zero-shot expert), as a fine-tuned model trained on one collection is applied to another. The book
+        model is checked to be the one it was trained against (weights, configuration, fields, precision);
+        nothing is fitted on these books, so say so when reporting. Without it a request encoder refuses every
+        index but its own. :meth:`RecipeArtifact.transfer <pyterrier_tot.recipe.RecipeArtifact.transfer>` calls
+        it for the recipe's request encoders. Returns this index."""
+        books = dense_index.check_transfer(model)
+        self.__dict__.setdefault(dense_index.TRANSFERRED, set()).add(books["digest"])
+        return self
+
     def dense(self, model=None, fields: FieldsArg = ("title", "text"), num_results: int = 1000,
               max_chars: Optional[int] = None, backend: str = "numpy", encoder=None, workers: int = 1,
               devices: Optional[Sequence[str]] = None, precision: Optional[str] = None) -> pt.Transformer:

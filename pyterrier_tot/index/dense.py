@@ -120,11 +120,39 @@ FROZEN_BOOKS = "frozen_books"
 def catalogue_record(index, model: str, fields: Tuple[str, ...], max_chars: Optional[int], precision: str) -> dict:
     """What identifies the dense part of ``model`` over ``fields`` of ``index``: its settings (with the digests of a
     local model's weights and configuration), the corpus fingerprint and size, and one digest over all of them."""
-    settings = part_settings(model, fields, max_chars, precision)
-    whole = {**settings, "corpus": index.fingerprint, "n_docs": len(index)}
-    digest = hashlib.sha1(json.dumps(whole, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    digest = _catalogue_digest(part_settings(model, fields, max_chars, precision), index.fingerprint, len(index))
     return {"model": model, "fields": list(fields), "max_chars": max_chars, "precision": precision,
             "corpus": index.fingerprint, "n_docs": len(index), "digest": digest}
+
+
+def _catalogue_digest(settings: dict, corpus: Optional[str], n_docs: Optional[int]) -> str:
+    whole = {**settings, "corpus": corpus, "n_docs": n_docs}
+    return hashlib.sha1(json.dumps(whole, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _book_settings(books: dict) -> Tuple[str, Tuple[str, ...], Optional[int], str]:
+    return books["model"], tuple(books["fields"]), books.get("max_chars"), books.get("precision", "fp32")
+
+
+def check_transfer(model) -> dict:
+    """The frozen catalogue a request encoder was trained against, after checking that its book model is here what
+    it was then (its weights and configuration by their digests, its fields and precision: the recorded digest is
+    recomputed over the recorded corpus). Raised: :class:`~pyterrier_tot.errors.FrozenCatalogueError` when the book
+    model changed, ValueError for a model that is not a request encoder."""
+    from pyterrier_tot.errors import FrozenCatalogueError
+
+    books = frozen_books(model)
+    if books is None:
+        raise ValueError(f"{model} is not a request encoder trained against a frozen catalogue (its training record "
+                         f"has no {FROZEN_BOOKS!r}): it encodes its own books, on any corpus")
+    book_model, fields, max_chars, precision = _book_settings(books)
+    if _catalogue_digest(part_settings(book_model, fields, max_chars, precision), books.get("corpus"),
+                         books.get("n_docs")) != books["digest"]:
+        raise FrozenCatalogueError(
+            f"request encoder {model} was trained against the vectors of {book_model}, whose weights or "
+            "configuration here are not the ones it was trained against: its requests cannot be searched against "
+            "vectors of this book model on any corpus")
+    return books
 
 
 def frozen_books(model) -> Optional[dict]:
@@ -155,7 +183,7 @@ def book_side(index, model: Optional[str], fields: Tuple[str, ...], max_chars: O
     books = frozen_books(model)
     if books is None:
         return None
-    want = (books["model"], tuple(books["fields"]), books.get("max_chars"), books.get("precision", "fp32"))
+    want = _book_settings(books)
     # the default fields, max_chars=None and precision=None stand for "the catalogue's own"
     if tuple(fields) not in (want[1], ("title", "text")) or max_chars not in (None, want[2]) \
             or precision not in (None, want[3]):
@@ -165,12 +193,21 @@ def book_side(index, model: Optional[str], fields: Tuple[str, ...], max_chars: O
             f"max_chars={max_chars}, precision={precision}: leave fields, max_chars and precision out")
     found = catalogue_record(index, want[0], want[1], want[2], want[3])
     if found["digest"] != books["digest"]:
-        what = ("another corpus" if found["corpus"] != books.get("corpus") or found["n_docs"] != books.get("n_docs")
-                else "book vectors of another model (or of its weights since changed)")
+        other = found["corpus"] != books.get("corpus") or found["n_docs"] != books.get("n_docs")
+        if other and books["digest"] in getattr(index, TRANSFERRED, ()):  # allowed: the book model was checked
+            return want
+        what = "another corpus" if other else "book vectors of another model (or of its weights since changed)"
         raise FrozenCatalogueError(
             f"request encoder {model} was trained against the book index {books['digest']} ({want[0]}, "
             f"{'+'.join(want[1])}, {books.get('n_docs')} books, corpus {books.get('corpus')}); {index!r} offers "
             f"{found['digest']}: {what} ({found['n_docs']} books, corpus {found['corpus']}). Search it with the "
             "index it was trained against, or train a request encoder against this one "
-            "(recipe.frozen_catalogue.train_request_encoder)")
+            "(recipe.frozen_catalogue.train_request_encoder)"
+            + ("; or, to search this corpus's vectors of the same book model (encoded here, nothing trained on "
+               "these books), call allow_transfer(model) on this index first" if other else ""))
     return want
+
+
+#: The attribute of a book index holding the frozen-catalogue digests of the request encoders it lets search it
+#: although they were trained against another corpus (:meth:`~pyterrier_tot.index.BookIndex.allow_transfer`).
+TRANSFERRED = "_transferred_requests"

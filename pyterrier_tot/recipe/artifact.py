@@ -197,11 +197,20 @@ class RecipeArtifact(ToTArtifact, pt.Transformer):
     def transfer(self, index) -> DecompositionPipeline:
         """The saved recipe over another catalogue's ``index``: the fine-tuned models and the weights fitted on
         the recipe's collection, unchanged (experts that collection had no use for, such as a date or author
-        expert, are left out). Nothing is fitted on the new catalogue: say so when reporting its numbers."""
+        expert, are left out). Nothing is fitted on the new catalogue: say so when reporting its numbers. A request
+        encoder trained against the recipe's frozen catalogue searches the new books' vectors of its book model
+        (:meth:`~pyterrier_tot.index.BookIndex.allow_transfer`)."""
         if getattr(index, "fingerprint", None) == self.spec["corpus"]:
             return self.pipeline(index)
         warnings.warn(f"applying the recipe fitted on {self.spec['dataset']!r} to {index!r}: models and weights "
                       "unchanged, nothing fitted on these books", stacklevel=2)
+        from pyterrier_tot.checks import CheckedIndex
+        from pyterrier_tot.index.dense import frozen_books
+
+        books = index.index if isinstance(index, CheckedIndex) else index
+        for model in self.models().values():  # request encoders search these books' vectors of their book model
+            if frozen_books(model) is not None:
+                books.allow_transfer(model)
         return self._build(index, only=WeightedFuser.load(self._weights()).names)
 
     def _weights(self) -> str:

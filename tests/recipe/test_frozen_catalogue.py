@@ -67,6 +67,40 @@ def test_a_request_encoder_refuses_another_book_index(trained, tmp_path):
         index.dense(path, fields=("title",))
 
 
+def test_a_request_encoder_transfers_to_another_corpus_of_the_same_book_model_when_allowed(trained, tmp_path):
+    import json
+    import shutil
+
+    from pyterrier_tot.models.loading import TRAINING_FILE
+
+    index, topics, _, path, _ = trained
+    other = ptt.BookIndex(pd.DataFrame(TINY_BOOKS[:5]), path=tmp_path / "other")
+    with pytest.raises(FrozenCatalogueError, match="allow_transfer"):
+        other.dense(path)
+    assert other.allow_transfer(path) is other
+    ranked = other.dense(path).transform(topics)
+    assert set(ranked["qid"]) == set(topics["qid"]) and not ranked["score"].isna().any()
+    assert set(ranked["docno"]) <= {b["docno"] for b in TINY_BOOKS[:5]}
+    # its requests searched the other corpus's vectors of the book model, encoded there once; none of its own
+    assert other.flex_index(path).index_path == other.flex_index("minilm").index_path
+    assert not [p.name for p in Path(other.path).iterdir() if p.name.startswith(f"dense-{path.name}-")]
+    # what it learnt carries over: its requests are nearer their books there than the zero-shot model's are
+    qrels = trained[2][trained[2]["docno"].isin([b["docno"] for b in TINY_BOOKS[:5]])]
+    assert _gold_scores(ranked, qrels) > _gold_scores(other.dense("minilm").transform(topics), qrels)
+    # allowed on that index object only, and only for a request encoder whose book model is unchanged
+    with pytest.raises(FrozenCatalogueError, match="another corpus"):
+        ptt.BookIndex(pd.DataFrame(TINY_BOOKS[:5]), path=tmp_path / "other").dense(path)
+    with pytest.raises(ValueError, match="not a request encoder"):
+        other.allow_transfer("minilm")
+    changed = Path(shutil.copytree(path, tmp_path / "changed"))
+    record = json.loads((changed / TRAINING_FILE).read_text())
+    record[FROZEN_BOOKS]["digest"] = "0" * 16  # as if its book model's weights had changed since
+    (changed / TRAINING_FILE).write_text(json.dumps(record))
+    with pytest.raises(FrozenCatalogueError, match="weights or configuration"):
+        other.allow_transfer(changed)
+    assert index.has_dense(path)  # its own index needs no allowing
+
+
 def test_mined_and_batch_negatives_train_and_record_their_settings(trained, tmp_path):
     index, topics, qrels, _, _ = trained
     for negatives in ("mined", "batch"):
@@ -94,3 +128,10 @@ def test_a_recipe_on_a_request_encoder_saves_and_loads_like_the_others(trained, 
     assert after == before
     # neither the trained nor the saved copy encoded a book: both searched the frozen catalogue's vectors
     assert not [p.name for p in Path(index.path).iterdir() if p.name.startswith(f"dense-{copied.name}-")]
+    # transferred to another catalogue, its request encoder searches that catalogue's vectors of the book model
+    other = ptt.BookIndex(pd.DataFrame(TINY_BOOKS[:5]), path=tmp_path / "other")
+    with pytest.warns(UserWarning, match="nothing fitted"):
+        moved = RecipeArtifact(saved.path).transfer(other)
+    ranked = moved(topics)
+    assert set(ranked["qid"]) == set(topics["qid"]) and set(ranked["docno"]) <= {b["docno"] for b in TINY_BOOKS[:5]}
+    assert not [p.name for p in Path(other.path).iterdir() if p.name.startswith(f"dense-{copied.name}-")]
