@@ -1,9 +1,9 @@
 """Training the requests against a catalogue encoded once: does the recipe keep its quality at a fraction of the cost?
 
-    python benchmarks/recipe_open/frozen_catalogue.py run       # trains each variant, cheapest first, until one passes
-    python benchmarks/recipe_open/frozen_catalogue.py cost      # seconds per step: a pair step against a request step
-    python benchmarks/recipe_open/frozen_catalogue.py birco     # each measured row's recipe on BIRCO dev, transferred
-    python benchmarks/recipe_open/frozen_catalogue.py render    # results/frozen_catalogue.{json,md} from the runs kept
+    python benchmarks/recipe_rejected/frozen_catalogue.py run     # trains each variant, cheapest first, till one passes
+    python benchmarks/recipe_rejected/frozen_catalogue.py cost    # seconds per step: a pair step against a request step
+    python benchmarks/recipe_rejected/frozen_catalogue.py birco   # each measured row's recipe on BIRCO dev, transferred
+    python benchmarks/recipe_rejected/frozen_catalogue.py render  # results/frozen_catalogue.{json,md} from rows kept
 
 The default recipe trains mpnet and its MiniLM helper on (request, book) pairs: every step encodes both sides and
 back-propagates through both, and each trained model encodes all 2,679 books again. Each variant here trains both
@@ -211,6 +211,11 @@ def main() -> None:
     render(default, rows, adopted)
 
 
+def _p_shown(line: dict) -> dict:
+    """p-values below .001 shown as "<.001" (rounded, they would read 0.000)."""
+    return {k: ("<.001" if k.endswith(" p") and isinstance(v, float) and v < .001 else v) for k, v in line.items()}
+
+
 def render(default: dict, rows: list, adopted) -> None:
     """results/frozen_catalogue.{json,md}: each variant beside the default (same run), paired p-values."""
     import pandas as pd
@@ -221,7 +226,7 @@ def render(default: dict, rows: list, adopted) -> None:
         line = {"training": r["name"], "mpnet s/step": steps.get("mpnet", ""), "MiniLM s/step": steps.get("minilm", ""),
                 "mpnet training s": round(r["train_s"].get("dense_ft_mpnet", r["train_s"].get("mpnet", 0))),
                 "MiniLM training s": round(r["train_s"].get("dense_ft", r["train_s"].get("minilm", 0)))}
-        line.update(training_cost.split_columns(r, default, "p"))
+        line.update(_p_shown(training_cost.split_columns(r, default, "p")))
         line["passes"] = r.get("passes", "(baseline)")
         table.append(line)
     payload = {"rule": next(p for p in __doc__.split("\n\n") if p.startswith("The rule")), "adopted": adopted,
@@ -241,7 +246,8 @@ def render(default: dict, rows: list, adopted) -> None:
                                             "passes)." if untried else "") if adopted else
               f"Adopted: **none so far**; not run yet: {', '.join(untried)}. The study goes on with the next "
               "variant (`run` measures only the rows still missing)." if untried else
-              "Adopted: **none: no variant passes, the default stays**."), "",
+              "Adopted: **none: no variant passes, the default stays**. The cheapest first call at equal quality "
+              "is therefore the default's own (`recipe/results/first_call.md`)."), "",
              "p: paired t-test over queries of the objective (the mean of R@1, R@5, R@10, R@20, R@100 and MRR) "
              "against the default. The rule reads the tuning slice only; validation chooses nothing.", "",
              "## The rule", "", payload["rule"]]
@@ -250,7 +256,7 @@ def render(default: dict, rows: list, adopted) -> None:
         measured = {r["name"]: {"name": r["name"], "birco": on_birco[r["name"]]} for r in [default, *rows]
                     if r["name"] in on_birco}
         base = measured["default"]
-        birco_rows = [{"training": n, **training_cost.split_columns(r, base, "p", splits=("birco",))}
+        birco_rows = [{"training": n, **_p_shown(training_cost.split_columns(r, base, "p", splits=("birco",)))}
                       for n, r in measured.items()]
         payload["birco"] = [{"training": n, **{k: v for k, v in on_birco[n].items() if k != "per_query_objective"}}
                             for n in measured]
