@@ -82,16 +82,16 @@ def test_prior_refuses_unknown_books_and_query_frames(index):
 
 
 def test_the_recipe_weighs_the_prior_of_its_base_and_density_false_leaves_it_out(tmp_path, monkeypatch):
-    """``tuned_pipeline`` adds the density prior of a base named in ``RECIPE_PRIORS`` (mpnet's, in the library) as
-    a scorer the fuser weighs: no new candidates, its own fitted weights; ``density=False`` is the recipe without
-    it; several bases, a base not listed or no fine-tuned model get none."""
+    """``tuned_pipeline`` adds the density prior of a base named in ``RECIPE_PRIORS`` (mpnet's and nomic's, in the
+    library) as a scorer the fuser weighs: no new candidates, its own fitted weights; ``density=False`` is the
+    recipe without it; several bases, a base not listed or no fine-tuned model get none."""
     from pyterrier_tot import recipe
     from tests.helpers.tiny_datasets import TinyDataset
 
     monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
     index = BookIndex(pd.DataFrame(TINY_BOOKS), path=tmp_path / "index")
     ds, small = TinyDataset(), {"max_steps": 2, "batch_size": 4, "max_seq_length": 32, "verbose": False}
-    assert recipe.RECIPE_PRIORS == {"mpnet": DENSITY_K}
+    assert recipe.RECIPE_PRIORS == {"mpnet": DENSITY_K, "nomic": DENSITY_K}  # nomic: the default, encoder swapped
     fts = {"dense_ft": recipe.fine_tuned_base(ds, 4, model="minilm", index=index, **small)}
     assert recipe.recipe_priors(index, "minilm", fts) == {}  # MiniLM was not tried with it
     monkeypatch.setitem(recipe.RECIPE_PRIORS, "minilm", 2)
