@@ -160,6 +160,16 @@ def run() -> dict:
             "cost": cost, "seconds": seconds}
 
 
+def counts_as_ints(table):
+    """The experiment table for markdown: the win / loss counts (``+`` / ``-`` columns) as whole numbers, blanks
+    for the baseline's empty cells."""
+    table = table.astype(object)
+    for c in table.columns:
+        if str(c).endswith((" +", " -")):
+            table[c] = [f"{int(v)}" if v == v and v is not None else "" for v in table[c]]
+    return table.fillna("")
+
+
 def markdown(p: dict) -> str:
     import pandas as pd
 
@@ -170,7 +180,7 @@ def markdown(p: dict) -> str:
              f"Candidate: {p['candidate']}; adopted as the default: **{'yes' if p['adopt'] else 'no'}**.", ""]
     for split, rows in p["reports"].items():
         lines += [f"## {split} (reported, chooses nothing; p against the default)", "",
-                  _common.md_table(pd.DataFrame(rows).astype(object).fillna("")), ""]
+                  _common.md_table(counts_as_ints(pd.DataFrame(rows))), ""]
     rates = pd.DataFrame(p["cost"]["books_per_s"]).T.rename_axis("model").reset_index()
     lines += ["## Cost", "", "Seconds per training step (bf16 autocast where native, batch 16, 256 tokens):", "",
               _common.md_table(pd.DataFrame([p["cost"]["s_per_step"]])), "",

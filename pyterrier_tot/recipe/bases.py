@@ -55,8 +55,8 @@ BASE_SETTINGS: Dict[str, dict] = {
     # base_grid_mpnet_gpu.md: lr 3e-5, epoch 2 of a 3-epoch schedule, chosen on the tuning slice over lrs 2e-5 /
     # 3e-5 / 5e-5 x epochs 1-3 and over lr 2e-5, 1 epoch (the setting before; tuning R@5 .677 against .640)
     "mpnet": {"lr": 3e-5, "epoch": 2, "schedule": 3, "amp": "auto", "precision": "fp32"},
-    # nomic-embed-text-v1.5 (fetch_models.py nomic): mpnet's protocol, not yet studied
-    # (benchmarks/recipe_open/nomic_base.py)
+    # nomic-embed-text-v1.5 (fetch_models.py nomic): mpnet's protocol; its study (benchmarks/recipe_open/
+    # nomic_base.py) chose encoding at 512 tokens, which a base here does not do yet (it keeps the 256 it trains at)
     "nomic": {"lr": 3e-5, "epoch": 2, "schedule": 3, "amp": "auto", "precision": "fp32"},
 }
 #: The base :func:`~pyterrier_tot.recipe.tuned.tuned_pipeline` fine-tunes when none is named: the one we recommend.
