@@ -15,10 +15,13 @@ as the first token's alternatives (default: the answer's first word, certain; ``
 ``GET /v1/models`` lists one model ``stub`` with the extra fields ``models_fields`` (default: vLLM's ``root``,
 so the LLM's identity comes from there and no canary request is sent); ``served_model`` is the model name the
 chat responses report (default: the name asked for); ``model_lists`` counts the GETs. ``port=`` binds a given
-port (a server restarted on the same address).
+port (a server restarted on the same address). The port a stub picks itself lies below the kernel's ephemeral
+range, so no client socket of another process (Ray, the docs runner) takes it between two stubs on one address;
+binding a given port retries for a few seconds while it is still held.
 """
 from __future__ import annotations
 
+import errno
 import json
 import random
 import threading
@@ -36,6 +39,23 @@ def stub_llm(stub: "OpenAIStub", cache, **kwargs):
     params = dict(verbose=False, max_retries=1, backoff=0.01, concurrency=2, **kwargs)
     return LLM(model="stub", base_url=stub.base_url, api_key="sk-test", cache=cache, **params)
 ALL_FAULTS = FAULTS + ("truncated", "length")
+
+
+_OWN_PORTS = (20000, 32000)  # below Linux's ephemeral range (32768-60999): only explicit binds land here
+
+
+def _bind(handler, port: int, patience: float = 5.0) -> ThreadingHTTPServer:
+    """A server on ``port``, or on a free port of ``_OWN_PORTS`` when it is 0."""
+    rng = random.Random()
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            return ThreadingHTTPServer(("127.0.0.1", port or rng.randrange(*_OWN_PORTS)), handler)
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE or time.monotonic() > deadline:
+                raise
+            if port:
+                time.sleep(0.05)
 
 
 class OpenAIStub:
@@ -147,7 +167,7 @@ class OpenAIStub:
                     stub.answered += 1
                 self._send(200, json.dumps(body).encode())
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server = _bind(Handler, port)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
