@@ -19,7 +19,7 @@ from pyterrier_tot.decomposition.density_prior import DENSITY_K, DensityPrior
 from pyterrier_tot.decomposition.field_expert import FieldExpert, base_expert
 from pyterrier_tot.decomposition.pipeline import DecompositionPipeline, decomposition_pipeline
 from pyterrier_tot.normalise import LinearFusion
-from pyterrier_tot.recipe.bases import as_bases, base_expert_name, encoding_precision
+from pyterrier_tot.recipe.bases import as_bases, base_expert_name, encoding_precision, ensemble
 from pyterrier_tot.recipe.protocol import as_path
 
 #: Depth of the base retriever and of each expert / BM25 retrieval joining the candidates.
@@ -185,11 +185,13 @@ def training_free_experts(index, base: str = "nomic") -> Tuple[Dict[str, str], L
 def recipe_priors(index, base: Union[str, Sequence[str]],
                   fine_tuned: Optional[Dict[str, str]]) -> Dict[str, DensityPrior]:
     """``{"density": DensityPrior}`` over the fine-tuned model of ``base`` when it is one model named in
-    :data:`RECIPE_PRIORS` and ``fine_tuned`` ({expert name: folder}) holds it; else ``{}`` (several bases, a base
-    the prior was not tried with, no fine-tuned model)."""
+    :data:`RECIPE_PRIORS` (or several bases of :data:`~pyterrier_tot.recipe.bases.ENSEMBLES`: over the base it
+    names, e.g. mpnet in the default) and ``fine_tuned`` ({expert name: folder}) holds it; else ``{}`` (other sets
+    of bases, a base the prior was not tried with, no fine-tuned model)."""
     found = as_bases(base)
     ks = {base_expert_name(model): k for model, k in RECIPE_PRIORS.items()}
-    name = base_expert_name(found[0])
-    if len(found) != 1 or name not in ks or name not in (fine_tuned or {}):
+    prior = found[0] if len(found) == 1 else ensemble(found).get("prior")
+    name = base_expert_name(prior) if prior else None
+    if name not in ks or name not in (fine_tuned or {}):
         return {}
     return {"density": DensityPrior(index, fine_tuned[name], k=ks[name], precision=encoding_precision(name))}

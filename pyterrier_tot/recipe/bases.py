@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 import warnings
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 
@@ -47,25 +47,30 @@ from pyterrier_tot.recipe.protocol import (
 
 #: Training settings of each base model, chosen on the tuning slice (``benchmarks/recipe/results/bases.md``):
 #: ``lr``; ``epoch``: the checkpoint used; ``schedule``: the epochs its learning-rate schedule spans; ``amp``:
-#: bfloat16 autocast in training; ``precision``: how the recipe encodes books and queries with it. A model not
-#: named here trains with the MiniLM settings.
+#: bfloat16 autocast in training; ``precision``: how the recipe encodes books and queries with it;
+#: ``encode_length``: the tokens it encodes with, where they differ from the ``max_seq_length`` it trains at (the
+#: recipe then uses a copy of the trained model that says so, :func:`at_length`). A model not named here trains
+#: with the MiniLM settings.
 BASE_SETTINGS: Dict[str, dict] = {
     # base_grid_minilm.md: lr 5e-5, 2 epochs was chosen on the tuning slice over lr 2e-5, 1 epoch (LEGACY_MINILM)
     "minilm": {"lr": 5e-5, "epoch": 2, "schedule": 2, "amp": False, "precision": "fp32"},
     # base_grid_mpnet_gpu.md: lr 3e-5, epoch 2 of a 3-epoch schedule, chosen on the tuning slice over lrs 2e-5 /
     # 3e-5 / 5e-5 x epochs 1-3 and over lr 2e-5, 1 epoch (the setting before; tuning R@5 .677 against .640)
     "mpnet": {"lr": 3e-5, "epoch": 2, "schedule": 3, "amp": "auto", "precision": "fp32"},
-    # nomic-embed-text-v1.5 (fetch_models.py nomic): mpnet's protocol; its study (benchmarks/recipe_open/
-    # nomic_base.py) chose encoding at 512 tokens, which a base here does not do yet (it keeps the 256 it trains at)
-    "nomic": {"lr": 3e-5, "epoch": 2, "schedule": 3, "amp": "auto", "precision": "fp32"},
+    # nomic-embed-text-v1.5 (fetch_models.py nomic): mpnet's protocol (trained at 256 tokens); its study
+    # (benchmarks/recipe/nomic_base.py) chose encoding at 512 on the tuning slice (.719 against .714 at 256)
+    "nomic": {"lr": 3e-5, "epoch": 2, "schedule": 3, "amp": "auto", "precision": "fp32", "encode_length": 512},
 }
-#: The base :func:`~pyterrier_tot.recipe.tuned.tuned_pipeline` fine-tunes when none is named: the one we recommend.
-#: On Reddit-TOMT validation its recipe (with its helper, :data:`HELPERS`, and its density prior) has R@5 .712 /
-#: MRR .616 against MiniLM's .614 / .522 (``recipe_depth_mpnet.md``: bases trained as a new checkout trains
-#: them; MiniLM: ``recipe_depth_minilm.md``). It costs more: a 420 MB model, two epochs of 28-64 minutes each on two CPU
-#: cores in fp32 (14-32 with native bf16; 23 s in all on an H200) against MiniLM's ~19 for both (which the default
-#: trains too, as its helper), and about 6x the encoding time. ``make demo`` passes ``base="minilm"`` and says so.
-DEFAULT_BASE = "mpnet"
+#: The bases :func:`~pyterrier_tot.recipe.tuned.tuned_pipeline` fine-tunes when none is named: the recipe we
+#: recommend, mpnet and nomic-embed-text-v1.5 side by side (their scores summed for the candidates), with the
+#: MiniLM helper and mpnet's density prior (:data:`ENSEMBLES`). Adopted by its study's rule, written before the run
+#: (``benchmarks/recipe/results/nomic_base.md``): tuning objective .737 against .722 for mpnet alone (margin .0067);
+#: on Reddit-TOMT validation R@5 .743 / R@100 .923 / MRR .637 against .712 / .910 / .616 (MRR p = .019). It costs
+#: more: two 420-550 MB models to fetch and train (mpnet 14.7 s a step, nomic 16.3 s, in bf16 where native on two
+#: cores; two epochs each), MiniLM as the helper, and both encodings (nomic at 512 tokens, 5.7 books/s in fp32).
+#: ``base="mpnet"`` is the recipe before (R@5 .712, ``recipe_depth_mpnet.md``); ``make demo`` passes
+#: ``base="minilm"`` (minutes) and says so.
+DEFAULT_BASE: Tuple[str, ...] = ("mpnet", "nomic")
 #: MiniLM's earlier settings (one epoch at lr 2e-5): a model trained with them keeps its old folder name.
 LEGACY_MINILM = {"lr": 2e-5, "epoch": 1, "schedule": 1, "amp": False, "precision": "fp32"}
 #: ``amp="auto"``: bfloat16 autocast only where the hardware runs bf16 natively (:func:`~pyterrier_tot.models.
@@ -74,7 +79,9 @@ LEGACY_MINILM = {"lr": 2e-5, "epoch": 1, "schedule": 1, "amp": False, "precision
 #: Settings shared by every base (the MiniLM protocol); any of them can be overridden per call.
 #: ``soup``: how many runs (seeds ``seed``, ``seed + 1``, ...) are averaged into the base (1: one run; see
 #: :mod:`~pyterrier_tot.recipe.soup`).
-COMMON = {"batch_size": 16, "max_seq_length": 256, "warmup_ratio": 0.1, "seed": 42, "soup": 1, "freeze_layers": 0}
+#: ``encode_length`` None: the model encodes at the length it trains at.
+COMMON = {"batch_size": 16, "max_seq_length": 256, "warmup_ratio": 0.1, "seed": 42, "soup": 1, "freeze_layers": 0,
+          "encode_length": None}
 
 
 def _slug(model: str) -> str:
@@ -91,6 +98,8 @@ def base_settings(model: str = "minilm", **overrides) -> dict:
         cfg["amp"] = native_bf16()
     if int(cfg["soup"]) < 1:
         raise ValueError(f"base settings need soup >= 1 (the runs averaged), got soup={cfg['soup']}")
+    if cfg["encode_length"] is not None and int(cfg["encode_length"]) < 1:
+        raise ValueError(f"base settings need encode_length >= 1 tokens (or None), got {cfg['encode_length']}")
     if not 1 <= cfg["epoch"] <= cfg["schedule"]:
         raise ValueError(f"base settings need 1 <= epoch <= schedule, got epoch={cfg['epoch']}, "
                          f"schedule={cfg['schedule']}")
@@ -113,8 +122,55 @@ def base_dir(dataset, model: str = "minilm", n: int = TUNING_QUERIES, tuning_see
     steps = f"-s{cfg['max_steps']}" if cfg.get("max_steps") else ""
     steps += f"-soup{cfg['soup']}" if cfg["soup"] > 1 else ""
     amp = "-bf16" if cfg["amp"] else ""
+    length = f"-encode{int(cfg['encode_length'])}" if encodes_otherwise(cfg) else ""
     return cache_folder(f"base-{_slug(model)}-{tag}-train-minus-fit{n}-lr{cfg['lr']:g}{extra}{steps}"
-                        f"{amp}-e{cfg['epoch']}of{cfg['schedule']}")
+                        f"{amp}-e{cfg['epoch']}of{cfg['schedule']}{length}")
+
+
+def encodes_otherwise(cfg: dict) -> bool:
+    """Whether settings ``cfg`` (:func:`base_settings`) encode at another length than they train at."""
+    return cfg.get("encode_length") is not None and int(cfg["encode_length"]) != int(cfg["max_seq_length"])
+
+
+def at_length(folder: Union[str, Path], out: Union[str, Path], n: int) -> str:
+    """Trained model ``folder`` as a model that encodes at ``n`` tokens, in folder ``out``: the same weights
+    (hard-linked where the file system allows, else copied) under a configuration that says ``n`` (the tokenizer's
+    ``model_max_length``, and ``sentence_bert_config.json``'s ``max_seq_length`` where it has one). Another folder
+    and configuration digest: its own dense index and fuser fit. Made under a temporary name, checked to load at
+    ``n`` tokens, then renamed, so a half-made copy is never found."""
+    import json
+    import os
+    import shutil
+
+    from sentence_transformers import SentenceTransformer
+
+    out = Path(out)
+    if out.is_dir():
+        return str(out)
+
+    def link_or_copy(src, dst):
+        if os.path.getsize(src) > 1 << 20:  # the weights: shared, never written here
+            try:
+                os.link(src, dst)
+                return dst
+            except OSError:
+                pass
+        return shutil.copy2(src, dst)
+
+    tmp = out.with_name(f".{out.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(folder, tmp, copy_function=link_or_copy)
+    for name, key in (("tokenizer_config.json", "model_max_length"), ("sentence_bert_config.json", "max_seq_length")):
+        config = json.loads((tmp / name).read_text()) if (tmp / name).is_file() else {}
+        if name == "tokenizer_config.json" or key in config:
+            (tmp / name).unlink(missing_ok=True)  # a new file: a link would write into the original too
+            (tmp / name).write_text(json.dumps({**config, key: int(n)}, indent=2))
+    got = int(SentenceTransformer(str(tmp), device="cpu").max_seq_length)
+    if got != int(n):
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RuntimeError(f"{folder} copied to encode at {n} tokens loads at {got}")
+    tmp.rename(out)
+    return str(out)
 
 
 def hub_name(model: str) -> str:
@@ -162,6 +218,13 @@ def fine_tuned_base(dataset, n: int = TUNING_QUERIES, tuning_seed: int = TUNING_
     cfg = base_settings(model, **settings)
     out = Path(path) if path else base_dir(dataset, model, n, tuning_seed, **settings)
     rest, qrels = train_data(dataset, "rest", n, tuning_seed)
+    if encodes_otherwise(cfg):  # the model trained at its length, then a copy that encodes at encode_length
+        trained = fine_tuned_base(dataset, n, tuning_seed, train=train, verbose=verbose, model=model, index=index,
+                                  **{**settings, "encode_length": None})
+        if trained is None:
+            return None
+        return str(train_once(out, lambda: str(out) if complete_model(out) else None,
+                              lambda: at_length(trained, out, cfg["encode_length"])))
 
     def found() -> Optional[str]:
         if not complete_model(out):
@@ -203,7 +266,9 @@ def base_grid(dataset, model: str = "mpnet", lrs: Sequence[float] = (2e-5,), epo
         raise ValueError("base_grid trains one run per setting; soup= is fine_tuned_base's (it averages runs)")
     found: Dict[Tuple[float, int], str] = {}
     for lr in lrs:
-        dirs = {e: base_dir(dataset, model, n, tuning_seed, **{**settings, "lr": lr, "epoch": e, "schedule": epochs})
+        # the checkpoints as trained (at the training length): encode_length is the recipe's, not the grid's
+        dirs = {e: base_dir(dataset, model, n, tuning_seed, **{**settings, "lr": lr, "epoch": e, "schedule": epochs,
+                                                              "encode_length": None})
                 for e in range(1, epochs + 1)}
         rest, qrels = train_data(dataset, "rest", n, tuning_seed)
 
@@ -274,12 +339,25 @@ def encoding_precision(expert_name: str) -> str:
 #: alone). Chosen inside the tuning slice (``benchmarks/recipe/results/helper_bases.md``): the fine-tuned MiniLM beside
 #: mpnet raised the held-out gain over mpnet alone; mpnet title / plot experts did not.
 HELPERS: Dict[str, Tuple[str, ...]] = {"mpnet": ("minilm",), "nomic": ("minilm",)}
+#: Sets of several bases measured as a recipe with more than their sum: the helpers the fuser weighs beside them
+#: and the base whose density prior it weighs (:data:`~pyterrier_tot.recipe.assembly.RECIPE_PRIORS` gives its k).
+#: mpnet + nomic is :data:`DEFAULT_BASE`, measured so (``benchmarks/recipe/results/nomic_base.md``). Any other set
+#: of bases (e.g. ``["minilm", "mpnet"]``, ``bases.md``) is their sum alone, as it was measured.
+ENSEMBLES: Dict[FrozenSet[str], dict] = {frozenset({"mpnet", "nomic"}): {"helpers": ("minilm",), "prior": "mpnet"}}
+
+
+def ensemble(base: Union[str, Sequence[str]]) -> dict:
+    """What :data:`ENSEMBLES` adds to the bases ``base`` (several; in any order), or ``{}``."""
+    found = as_bases(base)
+    return ENSEMBLES.get(frozenset(b.lower() for b in found), {}) if len(found) > 1 else {}
 
 
 def default_helpers(base: Union[str, Sequence[str]]) -> Tuple[str, ...]:
-    """The :data:`HELPERS` of one base (none for several bases, whose sum is already an ensemble)."""
+    """The :data:`HELPERS` of one base, or of several bases listed in :data:`ENSEMBLES` (none for other sets of
+    bases, whose sum is the ensemble measured); never a model that is a base already."""
     found = as_bases(base)
-    return tuple(h for h in HELPERS.get(found[0], ()) if h not in found) if len(found) == 1 else ()
+    helpers = HELPERS.get(found[0].lower(), ()) if len(found) == 1 else ensemble(found).get("helpers", ())
+    return tuple(h for h in helpers if h not in found)
 
 
 def fine_tuned_bases(dataset, index=None, base: Union[str, Sequence[str]] = "mpnet", train: bool = True,
