@@ -43,21 +43,27 @@ def _cached_base(dataset, index, model: str) -> Optional[str]:
         return None
 
 
-def _recipe_models(dataset, index, base: str):
-    """``(fine_tuned, helpers)`` of the default recipe of ``base`` over ``dataset`` as ``tuned_pipeline`` makes
-    them, when every one is cached; else None. Nothing is trained."""
+def _recipe_models(dataset, index, base):
+    """``(fine_tuned, helpers)`` of the default recipe of ``base`` (one model or several) over ``dataset`` as
+    ``tuned_pipeline`` makes them, when every one is cached; else None. Nothing is trained."""
     from pyterrier_tot.recipe import bases
 
+    models = bases.as_bases(base)
     found = {}
-    for model in (base, *bases.default_helpers(base)):
+    for model in (*models, *bases.default_helpers(models)):
         path = _cached_base(dataset, index, model)
         if path is None:
             return None
         found[bases.base_expert_name(model)] = path
-    return {bases.base_expert_name(base): found.pop(bases.base_expert_name(base))}, found
+    return {bases.base_expert_name(m): found.pop(bases.base_expert_name(m)) for m in models}, found
 
 
-def _cached_recipe(dataset, index, base: str) -> Optional[pt.Transformer]:
+def _named(base) -> str:
+    """How a message names the base(s) ``base``: ``mpnet`` or ``mpnet + nomic``."""
+    return base if isinstance(base, str) else " + ".join(base)
+
+
+def _cached_recipe(dataset, index, base) -> Optional[pt.Transformer]:
     """The recipe of ``base`` when its models and fitted weights are all cached (the weights looked up as
     ``tuned_pipeline`` files them, ``fitted_weights(..., fit=False)``), else None; never trains or fits."""
     from pyterrier_tot.recipe import build_pipeline, fitted_weights, recipe_priors
@@ -158,7 +164,9 @@ def choose_retriever(index, dataset=None, kind: Optional[str] = None, model: Opt
     from pyterrier_tot.recipe import DEFAULT_BASE
     from pyterrier_tot.recipe.bases import base_expert_name, encoding_precision
 
-    tried = tuple(dict.fromkeys((DEFAULT_BASE, "minilm")))  # the default first, then make demo's fast one
+    # the default recipe first, then each of its bases alone (mpnet's recipe came before), then make demo's fast one
+    tried = tuple(dict.fromkeys((tuple(DEFAULT_BASE), *DEFAULT_BASE, "minilm")))
+    alone = [b for b in tried if isinstance(b, str)]  # a fine-tuned base searched with on its own
     if kind not in (None, *RETRIEVERS) and Path(str(kind)).expanduser().is_dir():
         return _saved_recipe(index, str(Path(str(kind)).expanduser()))
     if kind not in (None, *RETRIEVERS):
@@ -183,14 +191,15 @@ def choose_retriever(index, dataset=None, kind: Optional[str] = None, model: Opt
         for base in tried:
             found = _cached_recipe(dataset, index, base)
             if found is not None:
-                return RetrieverChoice(f"Searching with the recipe of {name} (fine-tuned {base} base, fitted "
-                                       "weights).", lambda found=found: found)
+                bases_named = f"fine-tuned {_named(base)} base" + ("s" if not isinstance(base, str) else "")
+                return RetrieverChoice(f"Searching with the recipe of {name} ({bases_named}, fitted weights).",
+                                       lambda found=found: found)
     why = f"the recipe's models for {name} are not cached ({train})" if dataset is not None else \
         f"the index names no dataset ({getattr(index, 'name', '?')!r}) whose fine-tuned models could be looked up"
     if kind == "recipe":
         raise ModelUnavailableError(f"ask: {why}; ask never trains (--retriever base, dense or bm25 need no recipe)")
     if dataset is not None:
-        for base in tried:
+        for base in alone:
             path = _cached_base(dataset, index, base)
             if path is not None:
                 precision = encoding_precision(base_expert_name(base))

@@ -360,7 +360,7 @@ def default_helpers(base: Union[str, Sequence[str]]) -> Tuple[str, ...]:
     return tuple(h for h in helpers if h not in found)
 
 
-def fine_tuned_bases(dataset, index=None, base: Union[str, Sequence[str]] = "mpnet", train: bool = True,
+def fine_tuned_bases(dataset, index=None, base: Union[str, Sequence[str]] = DEFAULT_BASE, train: bool = True,
                      verbose: bool = True, role: str = "base", **settings) -> Dict[str, str]:
     """{expert name: model folder} of the recipe's fine-tuned ``base`` model(s) (see :func:`base_expert_name`),
     trained when missing (``train=False``: the missing ones are left out, with a warning naming them: a pipeline

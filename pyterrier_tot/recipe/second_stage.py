@@ -234,17 +234,22 @@ def recipe_groups(dataset, index, pipeline: pt.Transformer, n_negatives: int = S
     return [(ex[0], ex[1], list(ex[2:])) for ex in examples]
 
 
+#: The one base a second-stage model starts from when none is named: mpnet, the base its studies measured (the
+#: default recipe, :data:`~pyterrier_tot.recipe.bases.DEFAULT_BASE`, has two; a second stage starts from one encoder).
+SECOND_STAGE_BASE = "mpnet"
+
+
 def _base_folder(who: str, dataset, index, base, defaults: dict, settings: dict, train: bool, verbose: bool,
                  n: int, train_settings: Optional[dict]):
     """(settings, index, the fine-tuned base folder or None) for a model trained from the recipe's one ``base``;
     unknown settings and several bases are refused, naming ``who``."""
     from pyterrier_tot.index import BookIndex
-    from pyterrier_tot.recipe.bases import DEFAULT_BASE, as_bases, fine_tuned_bases
+    from pyterrier_tot.recipe.bases import as_bases, fine_tuned_bases
 
     unknown = set(settings) - set(defaults)
     if unknown:
         raise ValueError(f"{who}: unknown settings {sorted(unknown)}; expected some of {sorted(defaults)}")
-    base = DEFAULT_BASE if base is None else base
+    base = SECOND_STAGE_BASE if base is None else base
     if len(as_bases(base)) != 1:
         raise ValueError(f"{who}: base must name one model (the encoder it starts from), not {base!r}")
     index = index if index is not None else BookIndex(dataset)
@@ -261,8 +266,8 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
     fine-tuned ``base``; ``"bm25+dense"``, those of BM25 and zero-shot MiniLM, from MiniLM's weights (settings
     ``n_negatives``, ``max_steps``, ``max_length``, ``max_query_tokens`` and training settings such as ``lr``, all
     in the folder's name; ``base``, ``pipeline``, ``run`` and ``train_settings`` do not apply). With
-    ``negatives="recipe"``: ``base``: the recipe's base model name (default
-    :data:`~pyterrier_tot.recipe.bases.DEFAULT_BASE`; ``train_settings``: overrides for its training, as in
+    ``negatives="recipe"``: ``base``: the recipe's base model name (default :data:`SECOND_STAGE_BASE`;
+    ``train_settings``: overrides for its training, as in
     ``tuned_pipeline``); ``pipeline``: the recipe to mine with (default ``tuned_pipeline(dataset, index,
     base=base)``); ``run``: its ranking of the training queries, when already computed; ``settings``: overrides
     of :data:`SETTINGS`. ``n``: the tuning slice's size."""
@@ -279,6 +284,7 @@ def recipe_cross_encoder(dataset, index=None, base: Optional[str] = None, train:
                              f"and zero-shot MiniLM; {recipe_only} apply to negatives='recipe' only")
         return _bm25_dense_cross_encoder(dataset, index, n=n, train=train, verbose=verbose, **settings)
 
+    base = SECOND_STAGE_BASE if base is None else base
     s, index, base_path = _base_folder("recipe_cross_encoder", dataset, index, base, SETTINGS, settings, train,
                                        verbose, n, train_settings)
     if base_path is None:
@@ -328,7 +334,7 @@ def recipe_reranker(dataset, index=None, base: Optional[str] = None, train: bool
                     train_settings: Optional[dict] = None, **settings) -> Optional[str]:
     """The folder of the recipe's bi-encoder re-ranker over ``dataset`` (trained when missing: about 2.5 h on two
     CPU cores for mpnet, a minute on a GPU; ``train=False``: ``None`` when not cached). It starts from the
-    recipe's fine-tuned ``base`` (default :data:`~pyterrier_tot.recipe.bases.DEFAULT_BASE`) and learns from the
+    recipe's fine-tuned ``base`` (default :data:`SECOND_STAGE_BASE`) and learns from the
     default recipe's ranking of the training queries outside the tuning slice (``run``: that ranking, when already
     computed);
     ``train_settings``: overrides for the base's training, as in ``tuned_pipeline``; ``settings``: overrides of
@@ -340,6 +346,7 @@ def recipe_reranker(dataset, index=None, base: Optional[str] = None, train: bool
     from pyterrier_tot.recipe.expert_training import train_biencoder
     from pyterrier_tot.recipe.tuned import tuned_pipeline
 
+    base = SECOND_STAGE_BASE if base is None else base
     s, index, base_path = _base_folder("recipe_reranker", dataset, index, base, RERANKER_TRAINING, settings, train,
                                        verbose, n, train_settings)
     if base_path is None:

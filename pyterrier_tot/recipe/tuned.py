@@ -1,7 +1,7 @@
 """The decomposition pipeline as the benchmark and the demo build it: a ready, offline pipeline in one call.
 
     from pyterrier_tot.recipe import tuned_pipeline
-    dp = tuned_pipeline(ptt.get_dataset("reddit-tomt-books"))   # fine-tuned mpnet base; trains once, then cached
+    dp = tuned_pipeline(ptt.get_dataset("reddit-tomt-books"))   # fine-tuned mpnet + nomic; trains once, then cached
     dp(ds.get_topics("validation"))
     fast = tuned_pipeline(ds, base="minilm")                   # the fast base (make demo's): minutes on a CPU
     dp.save("my-recipe")                                       # the whole trained recipe as one artifact folder
@@ -11,16 +11,18 @@ The procedure (the numbers in ``benchmarks/recipe/results/decomposition_pipeline
 1. :func:`~pyterrier_tot.recipe.protocol.tuning_split`: 300 training queries
    (``train.sample(300, random_state=0)``) are set aside. Fuser weights and other choices are fitted on them;
    nothing is trained on them.
-2. :func:`~pyterrier_tot.recipe.bases.fine_tuned_base`: each base model (:data:`~.bases.DEFAULT_BASE`, mpnet, by
-   default; MiniLM; or both) is fine-tuned as a base retriever on the *other* training queries (full query → gold
-   title + text), with mpnet its MiniLM helper too. The models are cached under ``cache_dir()/models`` and
+2. :func:`~pyterrier_tot.recipe.bases.fine_tuned_base`: each base model (:data:`~.bases.DEFAULT_BASE`, mpnet and
+   nomic-embed-text-v1.5, by default; or one of them, or MiniLM) is fine-tuned as a base retriever on the *other*
+   training queries (full query → gold title + text), with mpnet (alone or beside nomic) its MiniLM helper too; a
+   base that encodes at another length than it trains at (nomic: 512 tokens) is used as a copy that says so
+   (:func:`~pyterrier_tot.recipe.bases.at_length`). The models are cached under ``cache_dir()/models`` and
    reused; a folder without a complete model counts as absent, one whose recorded training queries differ is
    refused; two processes asking for one model train it once.
 3. :func:`~pyterrier_tot.recipe.assembly.recipe_experts`: the fine-tuned dense bases, zero-shot dense and BM25 on the
    full query, dense + BM25 title experts and a dense plot expert on the rule clues, the date expert (corpora with
-   years) and the author expert (corpora with authors); with mpnet, its fine-tuned MiniLM helper and its density
-   prior (:func:`~pyterrier_tot.recipe.assembly.recipe_priors`). With several bases, the candidates are the top
-   ``k`` of the sum of their scores.
+   years) and the author expert (corpora with authors); with mpnet (alone or in the default), its fine-tuned MiniLM
+   helper and its density prior (:func:`~pyterrier_tot.recipe.assembly.recipe_priors`). With several bases, the
+   candidates are the top ``k`` of the sum of their scores.
 4. :func:`~pyterrier_tot.recipe.weights.fitted_weights`: coordinate ascent over the tuning slice on the mean of
    R@1, R@5, R@10, R@20, R@100 and MRR (:data:`~.weights.FIT_METRIC`), never below the base alone there
    (``floor``), bagged (:data:`~.weights.FIT_BAGS`), cached under a key naming the bases and their weights.
@@ -74,8 +76,9 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
                    normalise: str = "minmax", helper_settings: Optional[dict] = None) -> DecompositionPipeline:
     """The recipe's decomposition pipeline over ``dataset`` (a ToT dataset with train topics and qrels), ready to
     run: fine-tuned base(s) (``True``: get or train ``base``, one model name or a list such as
-    ``["minilm", "mpnet"]``; default :data:`DEFAULT_BASE`, mpnet, which offline needs
-    ``benchmarks/fetch_models.py mpnet`` first; ``base="minilm"`` is the fast one; a path: that model; {expert
+    ``["minilm", "mpnet"]``; default :data:`DEFAULT_BASE`, mpnet and nomic, which offline need
+    ``pyterrier-tot fetch mpnet`` and ``pyterrier-tot fetch nomic`` first; ``base="mpnet"`` is the default before
+    nomic; ``base="minilm"`` is the fast one; a path: that model; {expert
     name: path}; ``False``/``None``: zero-shot MiniLM), rule clues (or ``decomposer``), weights fitted on the tuning
     slice. Offline; cached after the first call, which prints its plan and cost first (``verbose=False``: silent).
     ``train=False``: nothing is trained or fitted (models not cached are left out with a warning; weights not
@@ -89,9 +92,10 @@ def tuned_pipeline(dataset, index=None, fine_tuned: FineTuned = True,
     :func:`default_helpers` of ``base`` when the bases are trained here (``fine_tuned=True``), else none;
     ``helper_settings``: overrides for the helpers' training (default their own :data:`BASE_SETTINGS`).
     ``density``: weigh the density prior of the base (:func:`~pyterrier_tot.recipe.assembly.recipe_priors`:
-    mpnet's) beside the experts; ``False`` leaves it out. ``normalise="zscore"``: the fuser on z-scores instead of
-    min-max, fitted under its own key (``benchmarks/recipe_rejected/results/fuser_normalisation.md``: offered, not the
-    default). The pipeline returned saves as one artifact (:meth:`TunedPipeline.save`)."""
+    mpnet's, in the default too) beside the experts; ``False`` leaves it out. ``normalise="zscore"``: the fuser on
+    z-scores instead of min-max, fitted under its own key (``benchmarks/recipe_rejected/results/
+    fuser_normalisation.md``: offered, not the default). The pipeline returned saves as one artifact
+    (:meth:`TunedPipeline.save`)."""
     from pyterrier_tot.index import BookIndex
     from pyterrier_tot.recipe.artifact import TunedPipeline
 

@@ -86,11 +86,17 @@ def test_a_cached_fine_tuned_base_is_used_before_dense(index, no_training, monke
 
 def test_the_recipe_comes_first_when_cached(index, no_training, monkeypatch):
     stub = pt.Transformer.from_df(pd.DataFrame({"qid": ["q"], "docno": ["b5"], "score": [1.0], "rank": [0]}))
-    monkeypatch.setattr(choice, "_cached_recipe", lambda ds, ix, base: stub if base == DEFAULT_BASE else None)
+    tried = []
+    monkeypatch.setattr(choice, "_cached_recipe",
+                        lambda ds, ix, base: tried.append(base) or (stub if base == DEFAULT_BASE else None))
     for kind in (None, "recipe"):
         retriever, line = ask_retriever(index, Tiny(), kind)
-        assert retriever is stub
-        assert line == f"Searching with the recipe of tiny-ask (fine-tuned {DEFAULT_BASE} base, fitted weights)."
+        assert retriever is stub and tried[-1] == DEFAULT_BASE == ("mpnet", "nomic")
+        assert line == "Searching with the recipe of tiny-ask (fine-tuned mpnet + nomic bases, fitted weights)."
+    # without the default's models cached, mpnet's recipe (the default before) comes next
+    monkeypatch.setattr(choice, "_cached_recipe", lambda ds, ix, base: stub if base == "mpnet" else None)
+    assert ask_retriever(index, Tiny())[1] == \
+        "Searching with the recipe of tiny-ask (fine-tuned mpnet base, fitted weights)."
 
 
 @pytest.mark.parametrize("base", [DEFAULT_BASE, "minilm"])

@@ -229,6 +229,13 @@ def test_tuned_pipeline_fuses_two_fine_tuned_bases(index, tmp_path, monkeypatch,
     only = recipe.tuned_pipeline(ds, index, base=second, train_settings=small, n=4, k=3, expert_k=2, verbose=False,
                                  helpers=())
     assert list(only.experts)[0] == name and "dense_ft" not in only.experts
+    # a set of bases listed in ENSEMBLES weighs the density prior of the base it names (the default: mpnet's)
+    monkeypatch.setitem(bases.ENSEMBLES, frozenset({"minilm", second.lower()}), {"helpers": (), "prior": "minilm"})
+    monkeypatch.setitem(recipe.RECIPE_PRIORS, "minilm", 2)
+    ensemble = recipe.tuned_pipeline(ds, index, base=[second, "minilm"], train_settings=small, n=4, k=3, expert_k=2,
+                                     verbose=False)
+    assert "density" in ensemble.fuser.names and ensemble.experts["density"].model == ft["dense_ft"]
+    assert ensemble.recipe["density"] and "density" not in dp.fuser.names
     if second == "mpnet":  # mpnet's recipe weighs the fine-tuned MiniLM beside it (bases.HELPERS), trained with
         # MiniLM's own settings, not the base's train_settings: absent here, so left out with a warning
         with pytest.warns(UserWarning, match=r"fine-tuned helper\(s\) \['minilm'\] are not trained"):
@@ -264,6 +271,9 @@ def test_a_helper_scores_the_base_candidates_beside_it_and_the_floor_stays_the_b
         recipe.build_pipeline(index, fts, helpers={"dense_ft": helpers["dense_ft_other"]})
     assert recipe.default_helpers("mpnet") == ("minilm",) and recipe.default_helpers("minilm") == ()
     assert recipe.default_helpers(["minilm", "mpnet"]) == ()
+    # the default's two bases are an ensemble measured with the MiniLM helper, in either order
+    assert recipe.DEFAULT_BASE == ("mpnet", "nomic")
+    assert recipe.default_helpers(recipe.DEFAULT_BASE) == recipe.default_helpers(["nomic", "mpnet"]) == ("minilm",)
 
 
 def test_the_training_seed_is_a_setting_and_no_fit_learns_from_a_base_trained_on_its_slice(index, tmp_path,
@@ -366,3 +376,40 @@ def test_hard_negative_round_mines_the_near_misses_of_its_own_base(index, tmp_pa
     lr = recipe.hard_negatives_dir(ds, "minilm", 4, 2, 1, True, ("bm25", "base"), train_kwargs={"lr": 5e-5})
     assert lr.name != name
     assert recipe.hard_negatives_dir(ds, "minilm", 4, 2, 1, True, ("bm25", "base"), depth=50).name != name
+
+
+def test_a_base_encoding_at_another_length_is_a_copy_of_the_model_trained(index, tmp_path, monkeypatch):
+    """nomic trains at 256 tokens and the recipe encodes with it at 512 (BASE_SETTINGS' encode_length): the model
+    is trained once, at its training length, and the recipe's folder is a copy of it that loads at the other
+    length (same weights; the trained folder is left as it was). A lookup (train=False) makes the copy, never a
+    training; the plan counts the training as done."""
+    from pathlib import Path
+
+    from sentence_transformers import SentenceTransformer
+
+    monkeypatch.setenv("PYTERRIER_TOT_CACHE", str(tmp_path))
+    ds, small = TinyDataset(), {"max_steps": 2, "batch_size": 4, "max_seq_length": 32}
+    nomic = bases.base_settings("nomic")
+    assert (nomic["max_seq_length"], nomic["encode_length"]) == (256, 512)
+    assert bases.base_dir(ds, "nomic").name.endswith("-e2of3-encode512")
+    assert not bases.base_dir(ds, "mpnet").name.endswith("512")
+    trained = bases.fine_tuned_base(ds, 4, model="minilm", index=index, verbose=False, **small)
+    got = bases.fine_tuned_base(ds, 4, model="minilm", index=index, verbose=False, encode_length=64, **small)
+    assert Path(got).name == Path(trained).name + "-encode64"
+    assert SentenceTransformer(got, device="cpu").max_seq_length == 64
+    assert SentenceTransformer(trained, device="cpu").max_seq_length == 32
+    assert _same(_weights(Path(got)), _weights(Path(trained)))
+    assert bases.fine_tuned_base(ds, 4, model="minilm", index=index, verbose=False, encode_length=32,
+                                 **small) == trained  # its own length: the model itself
+    monkeypatch.setattr(bases, "_corpus", lambda *a: pytest.fail("trained again"))
+    import shutil
+
+    shutil.rmtree(got)
+    plan = recipe.recipe_plan(ds, index, base="minilm", helpers=(), n=4,
+                              train_settings={**small, "encode_length": 64})
+    assert not [s for s in plan.todo if s.kind == "train"], plan
+    assert bases.fine_tuned_base(ds, 4, model="minilm", index=index, train=False, verbose=False, encode_length=64,
+                                 **small) == got
+    assert SentenceTransformer(got, device="cpu").max_seq_length == 64
+    with pytest.raises(ValueError, match="encode_length"):
+        bases.base_settings("minilm", encode_length=0)

@@ -97,7 +97,13 @@ def test_the_recipe_weighs_the_prior_of_its_base_and_density_false_leaves_it_out
     monkeypatch.setitem(recipe.RECIPE_PRIORS, "minilm", 2)
     got = recipe.recipe_priors(index, "minilm", fts)
     assert list(got) == ["density"] and got["density"].k == 2 and got["density"].model == fts["dense_ft"]
-    assert recipe.recipe_priors(index, ["minilm", "mpnet"], fts) == {}
+    assert recipe.recipe_priors(index, ["minilm", "mpnet"], fts) == {}  # a set of bases measured as their sum
+    # the default's two bases weigh mpnet's prior (bases.ENSEMBLES), in either order; nomic's model is not it
+    two = {"dense_ft_mpnet": fts["dense_ft"], "dense_ft_nomic": str(tmp_path / "nomic")}
+    for order in (recipe.DEFAULT_BASE, ["nomic", "mpnet"]):
+        got = recipe.recipe_priors(index, order, two)
+        assert list(got) == ["density"] and got["density"].model == two["dense_ft_mpnet"]
+    assert recipe.recipe_priors(index, recipe.DEFAULT_BASE, {"dense_ft_nomic": two["dense_ft_nomic"]}) == {}
     assert recipe.recipe_priors(index, "minilm", None) == {}
     kw = dict(fine_tuned=fts, base="minilm", helpers=(), n=4, k=3, expert_k=2, verbose=False, depth=None)
     with_prior = recipe.tuned_pipeline(ds, index, **kw)

@@ -12,7 +12,7 @@ def test_the_shipped_config_is_the_recipe():
     cfg = load_config(example_config("decomposition"))
     (spec,) = cfg.pipeline
     assert spec["stage"] == "tuned_pipeline"
-    assert spec.get("base", recipe.DEFAULT_BASE) == recipe.DEFAULT_BASE == "mpnet"   # tuned_pipeline(ds)'s base
+    assert tuple(spec.get("base", recipe.DEFAULT_BASE)) == recipe.DEFAULT_BASE == ("mpnet", "nomic")  # the default
     assert spec.get("fine_tuned", True) is True, "the shipped config must not be the zero-shot pipeline"
     assert spec.get("depth", 1000) == cfg.depth == 1000
 
@@ -27,11 +27,11 @@ def test_cli_run_reproduces_tuned_pipeline_on_the_sample(reddit, tmp_path, monke
     ds = ptt.get_dataset("reddit-tomt-books")
     topics, qrels = ds.get_topics("validation"), ds.get_qrels("validation")
     out = tmp_path / "recipe.run"
-    # the shipped config with MiniLM as the base (mpnet's weights are not part of the test environment)
+    # the shipped config with MiniLM as the base (mpnet's and nomic's weights are not part of the test environment)
     config = tmp_path / "decomposition.toml"
     shipped = example_config("decomposition").read_text()
-    assert 'base = "mpnet"' in shipped
-    config.write_text(shipped.replace('base = "mpnet"', 'base = "minilm"'))
+    assert 'base = ["mpnet", "nomic"]' in shipped
+    config.write_text(shipped.replace('base = ["mpnet", "nomic"]', 'base = "minilm"'))
     assert main(["run", str(config), "--split", "validation", "-o", str(out)]) == 0
     run = pd.read_csv(out, sep=r"\s+", header=None, names=["qid", "Q0", "docno", "rank", "score", "tag"],
                       dtype={"qid": str, "docno": str})
@@ -53,9 +53,10 @@ def pt_from(run):
     return run[["qid", "docno", "score"]].astype({"score": float})
 
 
-def test_the_default_base_is_mpnet_and_never_falls_back(reddit, tmp_path, monkeypatch):
+def test_the_default_bases_are_mpnet_and_nomic_and_never_fall_back(reddit, tmp_path, monkeypatch):
     """Without mpnet's weights offline, tuned_pipeline(ds) stops with the command that fetches them: it never
-    quietly trains or uses MiniLM under the recommended recipe's name. With train=False it warns."""
+    quietly trains or uses MiniLM under the recommended recipe's name; nor does it without nomic's. With
+    train=False it warns, naming both."""
     import pyterrier_tot as ptt
     from pyterrier_tot import recipe
     from pyterrier_tot.errors import ModelUnavailableError
@@ -69,6 +70,8 @@ def test_the_default_base_is_mpnet_and_never_falls_back(reddit, tmp_path, monkey
     ds = ptt.get_dataset("reddit-tomt-books")
     with pytest.raises(ModelUnavailableError, match="pyterrier-tot fetch mpnet"):
         ptt.tuned_pipeline(ds, verbose=False, k=3, expert_k=2)
-    with pytest.warns(UserWarning, match=r"\['mpnet'\] are not trained and train=False"):
+    with pytest.warns(UserWarning, match=r"\['mpnet', 'nomic'\] are not trained and train=False"):
         found = recipe.fine_tuned_bases(ds, None, train=False, verbose=False)   # what tuned_pipeline(train=False) calls
     assert found == {}
+    with pytest.raises(ModelUnavailableError, match="pyterrier-tot fetch nomic"):
+        models.resolve_model("nomic")

@@ -1,8 +1,8 @@
 """Fine-tuned nomic-embed-text-v1.5 as the recipe's base, alone or beside mpnet, against today's default recipe.
 
     python benchmarks/fetch_models.py mpnet nomic      # once
-    python benchmarks/recipe_open/nomic_base.py run         # trains what is missing (hours on two CPU cores), measures
-    python benchmarks/recipe_open/nomic_base.py --render    # results/nomic_base.md from the committed JSON
+    python benchmarks/recipe/nomic_base.py run         # trains what is missing (hours on two CPU cores), measures
+    python benchmarks/recipe/nomic_base.py --render    # results/nomic_base.md from the committed JSON
 
 Same protocol as mpnet's base (:mod:`pyterrier_tot.recipe.protocol`, ``bases.BASE_SETTINGS["nomic"]``: lr 3e-5,
 epoch 2 of a 3-epoch schedule, bf16 autocast where the CPU runs it natively, batch 16, the training queries outside
@@ -76,32 +76,14 @@ def encoding_rates(index, models: dict, n: int = 96) -> dict:
 
 def at_length(folder: str, n: int) -> str:
     """Trained model ``folder`` encoding at ``n`` tokens: itself at its own length, else a copy whose configuration
-    says ``n`` (same weights, another folder and configuration digest: its own index and fit). The length is the
-    tokenizer's ``model_max_length`` (and ``sentence_bert_config.json``'s ``max_seq_length`` where it has one)."""
-    import json
-    import shutil
-
+    says ``n`` (:func:`pyterrier_tot.recipe.bases.at_length`, what the recipe itself now uses for nomic's 512)."""
     from sentence_transformers import SentenceTransformer
 
-    def length(path) -> int:
-        return int(SentenceTransformer(str(path), device="cpu").max_seq_length)
+    from pyterrier_tot.recipe import bases
 
-    if length(folder) == n:
+    if int(SentenceTransformer(str(folder), device="cpu").max_seq_length) == n:
         return str(folder)
-    out = WORK / f"{Path(folder).name}-encode{n}"
-    if not out.is_dir():
-        tmp = out.with_name(out.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(folder, tmp)
-        for name, key in (("tokenizer_config.json", "model_max_length"), ("sentence_bert_config.json",
-                                                                          "max_seq_length")):
-            config = json.loads((tmp / name).read_text())
-            if name == "tokenizer_config.json" or key in config:
-                (tmp / name).write_text(json.dumps({**config, key: n}, indent=2))
-        if length(tmp) != n:
-            raise RuntimeError(f"{tmp} does not load at {n} tokens")
-        tmp.rename(out)
-    return str(out)
+    return bases.at_length(folder, WORK / f"{Path(folder).name}-encode{n}", n)
 
 
 def run() -> dict:
