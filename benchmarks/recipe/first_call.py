@@ -8,11 +8,12 @@
                                                            # trained serves later studies (DIR/cache)
 
 Each run builds everything from nothing in a fresh ``$PYTERRIER_TOT_CACHE`` (a temporary folder): the book index,
-the fine-tuned mpnet base and its MiniLM helper, every dense and BM25 sub-index, the density prior and the fuser's
-fit; only all-mpnet-base-v2's own weights are copied in first (what ``benchmarks/fetch_models.py mpnet`` puts
-there). It records the plan the call printed (its estimate), the wall-clock seconds of the whole call and of each
-model's training, and the validation numbers of the pipeline it returns, so a changed default shows here. Timing
-runs want idle cores: another heavy job on the machine slows every phase (the JSON records the load average).
+the fine-tuned bases (mpnet and nomic, the default since nomic's study; the runs before it had mpnet alone) and
+their MiniLM helper, every dense and BM25 sub-index, the density prior and the fuser's fit; only the models' own
+weights are copied in first (what ``benchmarks/fetch_models.py mpnet nomic`` puts there). It records the plan the
+call printed (its estimate), the wall-clock seconds of the whole call and of each model's training, and the
+validation numbers of the pipeline it returns, so a changed default shows here. Timing runs want idle cores:
+another heavy job on the machine slows every phase (the JSON records the load average).
 """
 from __future__ import annotations
 
@@ -35,14 +36,17 @@ NAME = "first_call"
 
 
 def fresh_cache(tmp: str) -> Path:
-    """A new ``$PYTERRIER_TOT_CACHE`` under ``tmp`` holding only all-mpnet-base-v2's own weights."""
+    """A new ``$PYTERRIER_TOT_CACHE`` under ``tmp`` holding only the fetched models' own weights (all-mpnet-base-v2,
+    and nomic-embed-text-v1.5 as ``fetch nomic`` converts it)."""
     from pyterrier_tot.models import loading as models
 
     mpnet = Path(models.resolve_model("mpnet"))
+    nomic = Path(models.resolve_model("nomic"))
     cache = Path(tmp) / "cache"
     (cache / "models").mkdir(parents=True)
     shutil.copytree(mpnet.parent if mpnet.parent.name == "all-mpnet-base-v2" else mpnet,
                     cache / "models" / "all-mpnet-base-v2")
+    shutil.copytree(nomic, cache / "models" / nomic.name)
     os.environ["PYTERRIER_TOT_CACHE"] = str(cache)
     os.environ["PYTERRIER_TOT_MPNET"] = str(cache / "models" / "all-mpnet-base-v2")
     return cache
@@ -52,6 +56,7 @@ def plans() -> dict:
     """The plan a cold first call prints (each step timed on a few examples here), natively and as in fp32;
     nothing is trained."""
     import pyterrier_tot as ptt
+    from pyterrier_tot import recipe
     from pyterrier_tot.models import loading as models
     from pyterrier_tot.recipe import plan
 
@@ -60,7 +65,10 @@ def plans() -> dict:
         fresh_cache(tmp)
         ds = ptt.get_dataset("reddit-tomt-books")
         native = models.native_bf16
-        for name, fp32, base in (("native", False, "mpnet"), ("fp32", True, "mpnet"),
+        default = tuple(recipe.DEFAULT_BASE)
+        for name, fp32, base in (("the default (mpnet + nomic), native", False, default),
+                                 ("the default (mpnet + nomic), fp32", True, default),
+                                 ("mpnet's recipe (the default before), native", False, "mpnet"),
                                  ("fast recipe (MiniLM), native", False, "minilm")):
             if fp32:
                 models.native_bf16 = lambda: False
@@ -95,7 +103,8 @@ def one_run(fp32: bool, keep: str = "") -> dict:
         table = ptt.tot_experiment([dp], ds.get_topics("validation"), ds.get_qrels("validation"),
                                    measures=["R@1", "R@5", "R@100", "RR"], names=["the default recipe"])
         steps = dp.first_call.taken().to_dict("records") if dp.first_call is not None else []
-        return {"fp32": fp32, "machine": plan.machine(), "wall_s": round(wall, 1), "training_s": trained,
+        return {"fp32": fp32, "bases": list(dp.recipe["base"]), "machine": plan.machine(), "wall_s": round(wall, 1),
+                "training_s": trained,
                 "printed": printed.getvalue(), "steps": steps,
                 "loadavg_before": load, "loadavg_after": os.getloadavg(),
                 "validation": table.to_dict("records")[0]}
@@ -123,17 +132,19 @@ def markdown(p: dict) -> str:
     from pyterrier_tot.recipe.plan import duration
 
     lines = [f"# {__doc__.splitlines()[0]}", "", __doc__.split("\n\n")[2].replace("\n", " "), "",
-             "| run | machine | whole call | mpnet base training | MiniLM helper training | printed estimate | "
-             "validation R@5 / R@100 / MRR |", "|---|---|---|---|---|---|---|"]
+             "| run | bases | machine | whole call | mpnet base training | nomic base training | MiniLM helper "
+             "training | printed estimate | validation R@5 / R@100 / MRR |", "|---|---|---|---|---|---|---|---|---|"]
     for name, r in p["runs"].items():
         est = next((line.split("in all about ")[1].split(";")[0] for line in r["printed"].splitlines()
                     if "in all about" in line), "")
         v = r["validation"]
-        lines.append(f"| {name} | {r['machine']} | {duration(r['wall_s'])} ({r['wall_s']:.0f} s) | "
-                     f"{r['training_s'].get('dense_ft_mpnet', 0):.0f} s | {r['training_s'].get('dense_ft', 0):.0f} s | "
+        t = r["training_s"]
+        lines.append(f"| {name} | {' + '.join(r.get('bases', ['mpnet']))} | {r['machine']} | "
+                     f"{duration(r['wall_s'])} ({r['wall_s']:.0f} s) | {t.get('dense_ft_mpnet', 0):.0f} s | "
+                     f"{t.get('dense_ft_nomic', 0):.0f} s | {t.get('dense_ft', 0):.0f} s | "
                      f"{est} | {v['R@5']:.3f} / {v['R@100']:.3f} / {v['RR']:.3f} |")
     if not p["runs"]:
-        lines.append("| (no whole cold call measured yet: it wants an hour or more of idle cores) | | | | | | |")
+        lines.append("| (no whole cold call measured yet: it wants an hour or more of idle cores) | | | | | | | | |")
     lines += ["", "## What the first calls printed", ""]
     for name, r in p["runs"].items():
         lines += [f"### {name}", "", "```", r["printed"].strip()[:2500], "```", ""]

@@ -16,7 +16,8 @@ was pre-trained at 2,048): the recipe with the higher tuning objective gives the
 plan trained a second base at 384 as well; it was dropped before any nomic number was seen, because that training
 alone takes about 80 minutes on two cores.) Every nomic recipe weighs the density prior over its nomic base, as the
 default weighs it over mpnet (``recipe.RECIPE_PRIORS``). Then the recipes compared are nomic (its base at the chosen
-length; ``base="nomic"`` keeps the 256 it trains at) and mpnet + nomic (both fine-tuned bases summed, each trained
+length; when the study ran, ``base="nomic"`` kept the 256 it trains at; the library now encodes at the length
+chosen here, ``BASE_SETTINGS["nomic"]["encode_length"]``) and mpnet + nomic (both fine-tuned bases summed, each trained
 as alone, the density prior over mpnet), each with the MiniLM helper.
 
 The rule, written before the run: nomic becomes the default base (alone, or beside mpnet) only if the recipe on it

