@@ -8,10 +8,10 @@ paired t-tests against the default before and each system's seconds per query, a
     python benchmarks/recipe/recipe_default.py       # trains what is missing (about 2 h on two CPU cores), measures
     python benchmarks/recipe/recipe_default.py --render
 
-The recipe was chosen by its study (``results/nomic_base.md``, rule written before the run) on the tuning slice;
-this run chooses nothing. It checks that the library's own path (``tuned_pipeline(ds)``, the models and fits it
-caches) gives what the study measured, and adds the cuts the study did not report (R@1000, nDCG). Runs are cached
-under ``benchmarks/.work/recipe_default``.
+The recipe was chosen by its study (``benchmarks/encoders/results/nomic_base.md``, rule written before the run) on
+the tuning slice; this run chooses nothing. It checks that the library's own path (``tuned_pipeline(ds)``, the
+models and fits it caches) gives what the study measured, and adds the cuts the study did not report (R@1000,
+nDCG). Runs are cached under ``benchmarks/.work/recipe_default``.
 """
 from __future__ import annotations
 

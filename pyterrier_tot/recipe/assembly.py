@@ -31,7 +31,7 @@ MULTI_BASE_DEPTH = 1000
 #: The bases whose recipe weighs the density prior (:class:`~pyterrier_tot.decomposition.density_prior.DensityPrior`)
 #: beside its experts, with its k. Admitted inside the tuning slice (30 random halves, fit on one and measure on the
 #: other, against the default without it: ``benchmarks/recipe/results/density.md``); MiniLM was not tried. nomic's
-#: recipe weighs it as mpnet's does (not admitted on its own: its study, ``benchmarks/recipe_open/nomic_base.py``,
+#: recipe weighs it as mpnet's does (not admitted on its own: its study, ``benchmarks/encoders/nomic_base.py``,
 #: swaps the encoder and keeps the rest of the default; the fuser fitted on the tuning slice weighs it).
 RECIPE_PRIORS: Dict[str, int] = {"mpnet": DENSITY_K, "nomic": DENSITY_K}
 #: What ``fine_tuned`` may be: True (train / reuse the bases), a model folder, {expert name: folder}, or None.

@@ -58,17 +58,18 @@ BASE_SETTINGS: Dict[str, dict] = {
     # 3e-5 / 5e-5 x epochs 1-3 and over lr 2e-5, 1 epoch (the setting before; tuning R@5 .677 against .640)
     "mpnet": {"lr": 3e-5, "epoch": 2, "schedule": 3, "amp": "auto", "precision": "fp32"},
     # nomic-embed-text-v1.5 (fetch_models.py nomic): mpnet's protocol (trained at 256 tokens); its study
-    # (benchmarks/recipe/nomic_base.py) chose encoding at 512 on the tuning slice (.719 against .714 at 256)
+    # (benchmarks/encoders/nomic_base.py) chose encoding at 512 on the tuning slice (.719 against .714 at 256)
     "nomic": {"lr": 3e-5, "epoch": 2, "schedule": 3, "amp": "auto", "precision": "fp32", "encode_length": 512},
 }
 #: The bases :func:`~pyterrier_tot.recipe.tuned.tuned_pipeline` fine-tunes when none is named: the recipe we
 #: recommend, mpnet and nomic-embed-text-v1.5 side by side (their scores summed for the candidates), with the
 #: MiniLM helper and mpnet's density prior (:data:`ENSEMBLES`). Adopted by its study's rule, written before the run
-#: (``benchmarks/recipe/results/nomic_base.md``): tuning objective .737 against .722 for mpnet alone (margin .0067);
-#: on Reddit-TOMT validation R@5 .743 / R@100 .923 / MRR .637 against .712 / .910 / .616 (MRR p = .019). It costs
-#: more: two 420-550 MB models to fetch and train (mpnet 14.7 s a step, nomic 16.3 s, in bf16 where native on two
-#: cores; two epochs each), MiniLM as the helper, and both encodings (nomic at 512 tokens, 5.7 books/s in fp32).
-#: ``base="mpnet"`` is the recipe before (R@5 .712, ``recipe_depth_mpnet.md``); ``make demo`` passes
+#: (``benchmarks/encoders/results/nomic_base.md``): tuning objective .737 against .722 for mpnet's recipe (margin
+#: .0067). As the library builds it (``recipe_default.md``), on Reddit-TOMT validation: R@5 .742 / MRR .637 against
+#: mpnet's recipe's .712 / .616 (MRR p = .019) and MiniLM's .614 / .522 (``recipe_depth_minilm.md``). It costs
+#: more: two models to fetch and fine-tune (mpnet 14.7 s a step, nomic 16.3 s, bf16 where native, two cores; 194
+#: steps each), the MiniLM helper, both encodings (nomic at 512 tokens, 5.7 books/s in fp32), and about twice the
+#: seconds a query (0.77 against 0.37). ``base="mpnet"`` is the recipe before; ``make demo`` passes
 #: ``base="minilm"`` (minutes) and says so.
 DEFAULT_BASE: Tuple[str, ...] = ("mpnet", "nomic")
 #: MiniLM's earlier settings (one epoch at lr 2e-5): a model trained with them keeps its old folder name.
@@ -341,7 +342,7 @@ def encoding_precision(expert_name: str) -> str:
 HELPERS: Dict[str, Tuple[str, ...]] = {"mpnet": ("minilm",), "nomic": ("minilm",)}
 #: Sets of several bases measured as a recipe with more than their sum: the helpers the fuser weighs beside them
 #: and the base whose density prior it weighs (:data:`~pyterrier_tot.recipe.assembly.RECIPE_PRIORS` gives its k).
-#: mpnet + nomic is :data:`DEFAULT_BASE`, measured so (``benchmarks/recipe/results/nomic_base.md``). Any other set
+#: mpnet + nomic is :data:`DEFAULT_BASE`, measured so (``benchmarks/encoders/results/nomic_base.md``). Any other set
 #: of bases (e.g. ``["minilm", "mpnet"]``, ``bases.md``) is their sum alone, as it was measured.
 ENSEMBLES: Dict[FrozenSet[str], dict] = {frozenset({"mpnet", "nomic"}): {"helpers": ("minilm",), "prior": "mpnet"}}
 

@@ -12,7 +12,7 @@ RESULTS = ROOT / "benchmarks" / "recipe" / "results"
 #: The results of the studies that rejected an idea for the recipe.
 REJECTED = ROOT / "benchmarks" / "recipe_rejected" / "results"
 #: The results file whose "the default" row is the number the docs give for ``tuned_pipeline(ds)``.
-DEFAULT_RESULTS = "recipe_depth_mpnet"
+DEFAULT_RESULTS = "recipe_default"
 #: The results file and row of ``tuned_pipeline(ds, base="minilm")`` (make demo's recipe).
 MINILM_RESULTS, MINILM_ROW = "recipe_depth_minilm", "recipe minilm, after (current base, bagged floor fit, 1000 deep)"
 #: The fine-tuned bases alone, in the same files.

@@ -401,7 +401,9 @@ def test_a_base_encoding_at_another_length_is_a_copy_of_the_model_trained(index,
     assert _same(_weights(Path(got)), _weights(Path(trained)))
     assert bases.fine_tuned_base(ds, 4, model="minilm", index=index, verbose=False, encode_length=32,
                                  **small) == trained  # its own length: the model itself
-    monkeypatch.setattr(bases, "_corpus", lambda *a: pytest.fail("trained again"))
+    from pyterrier_tot.recipe import expert_training
+
+    monkeypatch.setattr(expert_training, "train_base_retriever", lambda *a, **k: pytest.fail("trained again"))
     import shutil
 
     shutil.rmtree(got)

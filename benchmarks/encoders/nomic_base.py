@@ -1,8 +1,8 @@
 """Fine-tuned nomic-embed-text-v1.5 as the recipe's base, alone or beside mpnet, against today's default recipe.
 
     python benchmarks/fetch_models.py mpnet nomic      # once
-    python benchmarks/recipe/nomic_base.py run         # trains what is missing (hours on two CPU cores), measures
-    python benchmarks/recipe/nomic_base.py --render    # results/nomic_base.md from the committed JSON
+    python benchmarks/encoders/nomic_base.py run         # trains what is missing (hours on two CPU cores), measures
+    python benchmarks/encoders/nomic_base.py --render    # results/nomic_base.md from the committed JSON
 
 Same protocol as mpnet's base (:mod:`pyterrier_tot.recipe.protocol`, ``bases.BASE_SETTINGS["nomic"]``: lr 3e-5,
 epoch 2 of a 3-epoch schedule, bf16 autocast where the CPU runs it natively, batch 16, the training queries outside
