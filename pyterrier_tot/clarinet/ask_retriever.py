@@ -128,7 +128,8 @@ def _training_free(index, why: str) -> RetrieverChoice:
     base = training_free_base()
     fine_tuned, names = training_free_experts(index, base)
     others = ", ".join(n for n in names if n not in fine_tuned)
-    missing = "" if base == "nomic" else "; nomic, the default base, is not fetched: `pyterrier-tot fetch nomic`"
+    missing = "" if base == "nomic" else \
+        "; nomic, the training-free default, is not fetched: `pyterrier-tot fetch nomic`"
     line = (f"Searching with the training-free pipeline (zero-shot {base} + the experts {others}, weights 1)"
             + (f": {why}" if why else "") + missing + ".")
     return RetrieverChoice(line, lambda: training_free_pipeline(index, base),
