@@ -45,7 +45,7 @@ from pyterrier_tot.recipe.weights import FIT_BAGS, fitted_weights
 
 #: Seconds of one bootstrap ascent of the fuser on 300 queries (30 are averaged) and of scoring one tuning query
 #: with one BM25 / date / prior expert, measured on the reference machine (two AMD EPYC cores with native bf16,
-#: Reddit-TOMT, the default's eight experts); scaled here by how fast this machine encodes against that one.
+#: Reddit-TOMT, mpnet's recipe's eight experts); scaled here by how fast this machine encodes against that one.
 REFERENCE = {"bag_s": 4.0, "cheap_expert_query_s": 0.004, "minilm_book_s": 0.0062}
 #: Books and queries timed for an encoding estimate (the first batch is a warm-up and is not counted), and the
 #: batches of a training estimate (each run twice, the second time timed).
