@@ -174,6 +174,21 @@ def at_length(folder: Union[str, Path], out: Union[str, Path], n: int) -> str:
     return str(out)
 
 
+def _same_weights(copy: Path, trained: str) -> Optional[str]:
+    """``copy`` when it is a complete model with the weights of ``trained`` (a copy of an earlier training of that
+    folder is not), else None."""
+    from pyterrier_tot.models.fingerprint import model_fingerprint
+
+    return str(copy) if complete_model(copy) and model_fingerprint(copy) == model_fingerprint(trained) else None
+
+
+def _copy_again(trained: str, out: Path, n: int) -> str:
+    import shutil
+
+    shutil.rmtree(out, ignore_errors=True)  # absent, half-made, or made from an earlier training
+    return at_length(trained, out, n)
+
+
 def hub_name(model: str) -> str:
     """The model a base named ``model`` starts from: its hub name for a short name (``"mpnet"``), else ``model``."""
     from pyterrier_tot.models.loading import ALIASES
@@ -224,8 +239,8 @@ def fine_tuned_base(dataset, n: int = TUNING_QUERIES, tuning_seed: int = TUNING_
                                   **{**settings, "encode_length": None})
         if trained is None:
             return None
-        return str(train_once(out, lambda: str(out) if complete_model(out) else None,
-                              lambda: at_length(trained, out, cfg["encode_length"])))
+        return str(train_once(out, lambda: _same_weights(out, trained),
+                              lambda: _copy_again(trained, out, cfg["encode_length"])))
 
     def found() -> Optional[str]:
         if not complete_model(out):

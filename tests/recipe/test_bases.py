@@ -413,5 +413,13 @@ def test_a_base_encoding_at_another_length_is_a_copy_of_the_model_trained(index,
     assert bases.fine_tuned_base(ds, 4, model="minilm", index=index, train=False, verbose=False, encode_length=64,
                                  **small) == got
     assert SentenceTransformer(got, device="cpu").max_seq_length == 64
+    # a copy whose weights are not the trained model's (made from an earlier training of its folder) is made again
+    weights = next(Path(got).rglob("model.safetensors"))
+    weights.unlink()  # the copy's link, not the trained model's file
+    shutil.copy2(next(Path(resolve_model(None)).rglob("model.safetensors")), weights)
+    assert not _same(_weights(Path(got)), _weights(Path(trained)))
+    assert bases.fine_tuned_base(ds, 4, model="minilm", index=index, train=False, verbose=False, encode_length=64,
+                                 **small) == got
+    assert _same(_weights(Path(got)), _weights(Path(trained)))
     with pytest.raises(ValueError, match="encode_length"):
         bases.base_settings("minilm", encode_length=0)
