@@ -124,6 +124,19 @@ def write_results(name: str, payload: dict, markdown: str, indent=2, results: Op
     print(f"wrote {results / (name + '.json')} and {results / (name + '.md')}")
 
 
+def run_or_render(name: str, run, markdown, ap=None) -> None:
+    """A benchmark's whole ``main``: ``--render`` rewrites the markdown from the committed JSON; otherwise ``run()``
+    gives the payload, written as ``results/<name>.{json,md}`` beside the calling script. ``ap``: a parser with
+    the script's own arguments (default: none but ``--render``)."""
+    import argparse
+
+    script = _caller_file()
+    if parse_or_render(ap or argparse.ArgumentParser(), name, markdown, script) is None:
+        return
+    payload = run()
+    write_results(name, payload, markdown(payload), results=results_dir(script))
+
+
 def parse_or_render(ap, name: str, markdown, script=None):
     """``ap``'s arguments plus ``--render``; with ``--render``, rewrite ``results/<name>.md`` (beside ``script``,
     default the calling script) from the committed JSON (:func:`rerender`) and return None, so the benchmark's

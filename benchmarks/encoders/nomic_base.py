@@ -180,11 +180,7 @@ def markdown(p: dict) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("command", nargs="?", choices=["run"], default="run")
-    args = _common.parse_or_render(ap, NAME, markdown)
-    if args is None:
-        return
-    payload = run()
-    _common.write_results(NAME, payload, markdown(payload))
+    _common.run_or_render(NAME, run, markdown, ap)
 
 
 if __name__ == "__main__":

@@ -132,12 +132,8 @@ def markdown(p: dict) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    args = _common.parse_or_render(ap, NAME, markdown)
-    if args is None:
-        return
-    payload = run()
-    _common.write_results(NAME, payload, markdown(payload))
+    _common.run_or_render(NAME, run, markdown, argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
 
 
 if __name__ == "__main__":
